@@ -1,0 +1,38 @@
+#include "gpuwire_version.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int gw_parse_ompi_version(const char *text, int *major, int *minor, int *release)
+{
+    const char *v = text ? strstr(text, "Open MPI v") : NULL;
+    if (!v) return -1;
+    int a = 0, b = 0, c = 0;
+    int n = sscanf(v + strlen("Open MPI v"), "%d.%d.%d", &a, &b, &c);
+    if (n < 2) return -1;
+    *major = a;
+    *minor = b;
+    *release = n == 3 ? c : 0;
+    return 0;
+}
+
+int gw_version_compare(int built_major, int built_minor, int built_release, const char *running,
+                       const char *component, char *why, size_t why_len)
+{
+    int major, minor, release;
+    if (gw_parse_ompi_version(running, &major, &minor, &release) != 0) {
+        snprintf(why, why_len,
+                 "gpuwire %s: cannot tell which Open MPI is running (\"%.60s\"); "
+                 "refusing to load a component built for %d.%d.%d",
+                 component, running ? running : "", built_major, built_minor, built_release);
+        return -1;
+    }
+    if (major != built_major || minor != built_minor) {
+        snprintf(why, why_len,
+                 "gpuwire %s was built for Open MPI %d.%d.%d but Open MPI %d.%d.%d is running; "
+                 "rebuild gpuwire against this Open MPI's headers",
+                 component, built_major, built_minor, built_release, major, minor, release);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,487 @@
+#include "pml_gpuwire.h"
+
+#include <stdlib.h>
+
+#include "ompi/proc/proc.h"
+#include "opal/runtime/opal_progress.h"
+#include "pml_gpuwire_datatype.h"
+#include "pml_gpuwire_request.h"
+
+_Static_assert(MPI_ANY_SOURCE == GW_ANY_SOURCE, "wildcard source must pass through unchanged");
+_Static_assert(MPI_ANY_TAG == GW_ANY_TAG, "wildcard tag must pass through unchanged");
+
+int mca_pml_gpuwire_mpi_error(gw_status_t status)
+{
+    switch (status) {
+    case GW_OK: return MPI_SUCCESS;
+    case GW_ERR_TRUNCATE: return MPI_ERR_TRUNCATE;
+    case GW_ERR_NO_MEMORY: return MPI_ERR_NO_MEM;
+    case GW_ERR_INVALID: return MPI_ERR_ARG;
+    case GW_ERR_UNSUPPORTED: return MPI_ERR_UNSUPPORTED_OPERATION;
+    case GW_ERR_CANCELED: return MPI_SUCCESS;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Engine life cycle
+ * ------------------------------------------------------------------------ */
+
+static void engine_log(void *ctx, int level, const char *msg)
+{
+    if (level <= GW_LOG_ERROR) {
+        opal_output(0, "pml:gpuwire: %s", msg);
+    } else {
+        opal_output_verbose(level, mca_pml_gpuwire.output, "pml:gpuwire: %s", msg);
+    }
+}
+
+static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len)
+{
+    if (peer >= mca_pml_gpuwire.npeers) return -1;
+    if (NULL == mca_pml_gpuwire.peer_addr[peer]) {
+        opal_process_name_t name = *OMPI_PROC_MY_NAME;
+        name.vpid = peer;
+        int rc;
+        void *data = NULL;
+        size_t size = 0;
+        OPAL_MODEX_RECV(rc, &mca_pml_gpuwire_component.pmlm_version, &name, &data, &size);
+        if (OPAL_SUCCESS != rc || NULL == data) {
+            opal_output(0, "pml:gpuwire: process %u published no gpuwire address (is pml gpuwire "
+                           "selected on every rank?)", peer);
+            return -1;
+        }
+        mca_pml_gpuwire.peer_addr[peer] = data;
+        mca_pml_gpuwire.peer_addr_len[peer] = size;
+    }
+    *addr = mca_pml_gpuwire.peer_addr[peer];
+    *len = mca_pml_gpuwire.peer_addr_len[peer];
+    return 0;
+}
+
+int mca_pml_gpuwire_progress(void)
+{
+    return gw_engine_progress(mca_pml_gpuwire.engine);
+}
+
+int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
+{
+    mca_pml_gpuwire.my_peer = OMPI_PROC_MY_NAME->vpid;
+    mca_pml_gpuwire.npeers = (uint32_t)ompi_process_info.num_procs;
+
+    gw_engine_params_t p;
+    gw_engine_params_init(&p);
+    p.my_peer = mca_pml_gpuwire.my_peer;
+    p.npeers = mca_pml_gpuwire.npeers;
+    p.thread_multiple = enable_mpi_threads;
+    p.resolve_peer = resolve_peer;
+    p.log = engine_log;
+    p.verbose = mca_pml_gpuwire_params.verbose;
+    p.rndv_threshold = mca_pml_gpuwire_params.rndv_threshold;
+    p.err_mode_peer = mca_pml_gpuwire_params.err_handling;
+
+    char why[256] = "";
+    gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));
+    if (GW_OK != st) {
+        opal_output(0, "pml:gpuwire: declined: %s", why);
+        mca_pml_gpuwire.engine = NULL;
+        return OMPI_ERROR;
+    }
+
+    const void *addr;
+    size_t len;
+    int rc;
+    gw_engine_address(mca_pml_gpuwire.engine, &addr, &len);
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_pml_gpuwire_component.pmlm_version, addr, len);
+    if (OPAL_SUCCESS != rc) {
+        opal_output(0, "pml:gpuwire: declined: the worker address could not be published (%d)", rc);
+        gw_engine_destroy(mca_pml_gpuwire.engine);
+        mca_pml_gpuwire.engine = NULL;
+        return OMPI_ERROR;
+    }
+
+    mca_pml_gpuwire.peer_addr = calloc(mca_pml_gpuwire.npeers, sizeof(void *));
+    mca_pml_gpuwire.peer_addr_len = calloc(mca_pml_gpuwire.npeers, sizeof(size_t));
+    if (!mca_pml_gpuwire.peer_addr || !mca_pml_gpuwire.peer_addr_len) {
+        mca_pml_gpuwire_close_engine();
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+
+    OBJ_CONSTRUCT(&mca_pml_gpuwire.requests, opal_free_list_t);
+    rc = opal_free_list_init(&mca_pml_gpuwire.requests, sizeof(mca_pml_gpuwire_request_t),
+                             opal_cache_line_size, OBJ_CLASS(mca_pml_gpuwire_request_t), 0,
+                             opal_cache_line_size, 128, -1, 128, NULL, 0, NULL, NULL, NULL);
+    if (OPAL_SUCCESS != rc) {
+        mca_pml_gpuwire_close_engine();
+        return rc;
+    }
+    opal_progress_register(mca_pml_gpuwire_progress);
+    mca_pml_gpuwire.progress_registered = true;
+    PML_GPUWIRE_VERBOSE(2, "ready: process %u of %u, %s", mca_pml_gpuwire.my_peer,
+                        mca_pml_gpuwire.npeers, enable_mpi_threads ? "MPI_THREAD_MULTIPLE" : "single thread");
+    return OMPI_SUCCESS;
+}
+
+static void print_stats(void)
+{
+    gw_engine_stats_t s;
+    gw_engine_stats(mca_pml_gpuwire.engine, &s);
+    opal_output(0,
+                "pml:gpuwire: process %u: sent %llu msgs / %llu B, received %llu msgs / %llu B, "
+                "rendezvous %llu, unexpected %llu, out of order %llu, sync acks %llu, "
+                "dropped %llu, endpoints %llu",
+                mca_pml_gpuwire.my_peer, (unsigned long long)s.sends,
+                (unsigned long long)s.bytes_sent, (unsigned long long)s.recvs,
+                (unsigned long long)s.bytes_received, (unsigned long long)s.rndv_recvs,
+                (unsigned long long)s.unexpected, (unsigned long long)s.out_of_order,
+                (unsigned long long)s.sync_acks, (unsigned long long)s.dropped_messages,
+                (unsigned long long)s.endpoints);
+}
+
+void mca_pml_gpuwire_close_engine(void)
+{
+    if (mca_pml_gpuwire.progress_registered) {
+        opal_progress_unregister(mca_pml_gpuwire_progress);
+        mca_pml_gpuwire.progress_registered = false;
+    }
+    if (mca_pml_gpuwire.engine) {
+        if (mca_pml_gpuwire_params.stats) print_stats();
+        gw_engine_destroy(mca_pml_gpuwire.engine);
+        mca_pml_gpuwire.engine = NULL;
+        OBJ_DESTRUCT(&mca_pml_gpuwire.requests);
+    }
+    if (mca_pml_gpuwire.peer_addr) {
+        for (uint32_t i = 0; i < mca_pml_gpuwire.npeers; ++i) free(mca_pml_gpuwire.peer_addr[i]);
+        free(mca_pml_gpuwire.peer_addr);
+        mca_pml_gpuwire.peer_addr = NULL;
+    }
+    free(mca_pml_gpuwire.peer_addr_len);
+    mca_pml_gpuwire.peer_addr_len = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Processes and communicators: endpoints are made lazily, contexts too.
+ * ------------------------------------------------------------------------ */
+
+static int pml_add_procs(struct ompi_proc_t **procs, size_t nprocs) { return OMPI_SUCCESS; }
+
+static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
+{
+    /* Every endpoint is closed (flushed) before any process tears its worker
+     * down: close, then wait for everybody. */
+    gw_engine_disconnect(mca_pml_gpuwire.engine);
+    return gw_compat_fence();
+}
+
+static int pml_enable(bool enable) { return OMPI_SUCCESS; }
+static int pml_add_comm(struct ompi_communicator_t *comm) { return OMPI_SUCCESS; }
+
+static int pml_del_comm(struct ompi_communicator_t *comm)
+{
+    gw_context_release(mca_pml_gpuwire.engine, comm->c_contextid);
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Non-blocking and persistent operations
+ * ------------------------------------------------------------------------ */
+
+static int pml_post(int kind, uint8_t flags, const void *buf, size_t count, ompi_datatype_t *dtype,
+                int peer, int tag, mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
+                ompi_request_t **request)
+{
+    mca_pml_gpuwire_request_t *req =
+        pml_gw_request_get(kind, flags, (void *)buf, count, dtype, peer, tag, comm, mode);
+    if (OPAL_UNLIKELY(NULL == req)) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (flags & PML_GW_PERSISTENT) {
+        *request = &req->ompi;
+        return OMPI_SUCCESS;
+    }
+    req->ompi.req_state = OMPI_REQUEST_ACTIVE;
+    int rc = pml_gw_request_start(req);
+    if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) {
+        ompi_request_t *r = &req->ompi;
+        req->votes = 1;
+        r->req_free(&r);
+        return rc;
+    }
+    *request = &req->ompi;
+    return OMPI_SUCCESS;
+}
+
+static int pml_isend(const void *buf, size_t count, ompi_datatype_t *dtype, int dst, int tag,
+                 mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
+                 ompi_request_t **request)
+{
+    return pml_post(PML_GW_SEND, 0, buf, count, dtype, dst, tag, mode, comm, request);
+}
+
+static int pml_isend_init(const void *buf, size_t count, ompi_datatype_t *dtype, int dst, int tag,
+                      mca_pml_base_send_mode_t mode, ompi_communicator_t *comm,
+                      ompi_request_t **request)
+{
+    return pml_post(PML_GW_SEND, PML_GW_PERSISTENT, buf, count, dtype, dst, tag, mode, comm, request);
+}
+
+static int pml_irecv(void *buf, size_t count, ompi_datatype_t *dtype, int src, int tag,
+                 ompi_communicator_t *comm, ompi_request_t **request)
+{
+    return pml_post(PML_GW_RECV, 0, buf, count, dtype, src, tag, MCA_PML_BASE_SEND_STANDARD, comm,
+                request);
+}
+
+static int pml_irecv_init(void *buf, size_t count, ompi_datatype_t *dtype, int src, int tag,
+                      ompi_communicator_t *comm, ompi_request_t **request)
+{
+    return pml_post(PML_GW_RECV, PML_GW_PERSISTENT, buf, count, dtype, src, tag,
+                MCA_PML_BASE_SEND_STANDARD, comm, request);
+}
+
+/* ------------------------------------------------------------------------
+ * Blocking operations: the engine request lives on the stack.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    mca_pml_gpuwire_request_t req; /* only the non-MPI fields are used */
+    int done;
+} blocking_t;
+
+static void blocking_done(gw_request_t *g)
+{
+    blocking_t *b = (blocking_t *)((char *)g - offsetof(blocking_t, req.gw));
+    __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+}
+
+static inline void blocking_wait(blocking_t *b)
+{
+    while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE)) opal_progress();
+}
+
+static inline void blocking_init(blocking_t *b, int kind, const void *buf, size_t count,
+                                 ompi_datatype_t *dtype, int peer, int tag,
+                                 ompi_communicator_t *comm, mca_pml_base_send_mode_t mode)
+{
+    b->done = 0;
+    b->req.kind = (uint8_t)kind;
+    b->req.flags = 0;
+    b->req.buf = (void *)buf;
+    b->req.count = count;
+    b->req.dtype = dtype;
+    b->req.peer = peer;
+    b->req.tag = tag;
+    b->req.comm = comm;
+    b->req.mode = mode;
+    b->req.message = NULL;
+    b->req.staging = NULL;
+    b->req.staging_kind = PML_GW_STAGING_NONE;
+    b->req.gw.complete_cb = blocking_done;
+}
+
+static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int dst, int tag,
+                mca_pml_base_send_mode_t mode, ompi_communicator_t *comm)
+{
+    if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED)) {
+        /* The data is copied into the attached buffer and sent from there. */
+        mca_pml_gpuwire_request_t *shadow = pml_gw_request_get(
+            PML_GW_SEND, PML_GW_INTERNAL, (void *)buf, count, dtype, dst, tag, comm, mode);
+        if (NULL == shadow) return MPI_ERR_NO_MEM;
+        int rc = pml_gw_request_start(shadow);
+        if (MPI_SUCCESS != rc) {
+            OMPI_REQUEST_FINI(&shadow->ompi);
+            opal_free_list_return(&mca_pml_gpuwire.requests, &shadow->ompi.super);
+        }
+        return rc;
+    }
+    blocking_t b;
+    uint32_t peer;
+    const void *addr;
+    size_t len;
+    blocking_init(&b, PML_GW_SEND, buf, count, dtype, dst, tag, comm, mode);
+    int rc = pml_gw_peer_index(comm, dst, &peer);
+    if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+    rc = pml_gw_send_prepare(&b.req, &addr, &len);
+    if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+    gw_status_t st = gw_isend(mca_pml_gpuwire.engine, &b.req.gw, peer, comm->c_contextid,
+                              ompi_comm_rank(comm), tag, addr, len,
+                              mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0);
+    if (OPAL_UNLIKELY(GW_OK != st)) {
+        pml_gw_staging_release(&b.req);
+        return mca_pml_gpuwire_mpi_error(st);
+    }
+    blocking_wait(&b);
+    pml_gw_staging_release(&b.req);
+    return mca_pml_gpuwire_mpi_error(b.req.gw.status);
+}
+
+static int pml_recv_blocking(void *buf, size_t count, ompi_datatype_t *dtype, int src, int tag,
+                         ompi_communicator_t *comm, gw_message_t *msg,
+                         ompi_status_public_t *status)
+{
+    blocking_t b;
+    void *addr;
+    size_t cap;
+    blocking_init(&b, PML_GW_RECV, buf, count, dtype, src, tag, comm, MCA_PML_BASE_SEND_STANDARD);
+    int rc = pml_gw_recv_prepare(&b.req, &addr, &cap);
+    if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+    gw_status_t st = msg ? gw_imrecv(mca_pml_gpuwire.engine, &b.req.gw, msg, addr, cap)
+                         : gw_irecv(mca_pml_gpuwire.engine, &b.req.gw, comm->c_contextid, src,
+                                    tag, addr, cap);
+    if (OPAL_UNLIKELY(GW_OK != st)) {
+        pml_gw_staging_release(&b.req);
+        return mca_pml_gpuwire_mpi_error(st);
+    }
+    blocking_wait(&b);
+    ompi_status_public_t local;
+    return pml_gw_recv_finish(&b.req, MPI_STATUS_IGNORE == status ? &local : status);
+}
+
+static int pml_recv(void *buf, size_t count, ompi_datatype_t *dtype, int src, int tag,
+                ompi_communicator_t *comm, ompi_status_public_t *status)
+{
+    return pml_recv_blocking(buf, count, dtype, src, tag, comm, NULL, status);
+}
+
+/* ------------------------------------------------------------------------
+ * Probes and matched receives
+ * ------------------------------------------------------------------------ */
+
+static void probe_status(const gw_probe_info_t *info, ompi_status_public_t *status)
+{
+    if (MPI_STATUS_IGNORE == status) return;
+    status->MPI_SOURCE = info->source;
+    status->MPI_TAG = info->tag;
+    status->MPI_ERROR = MPI_SUCCESS;
+    status->_ucount = info->length;
+    status->_cancelled = 0;
+}
+
+static int pml_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
+                  ompi_status_public_t *status)
+{
+    gw_probe_info_t info;
+    gw_engine_t *e = mca_pml_gpuwire.engine;
+    *matched = gw_iprobe(e, comm->c_contextid, src, tag, &info);
+    if (!*matched) {
+        opal_progress();
+        *matched = gw_iprobe(e, comm->c_contextid, src, tag, &info);
+    }
+    if (*matched) probe_status(&info, status);
+    return OMPI_SUCCESS;
+}
+
+static int pml_probe(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status)
+{
+    gw_probe_info_t info;
+    while (!gw_iprobe(mca_pml_gpuwire.engine, comm->c_contextid, src, tag, &info)) {
+        opal_progress();
+    }
+    probe_status(&info, status);
+    return OMPI_SUCCESS;
+}
+
+static ompi_message_t *make_message(ompi_communicator_t *comm, gw_message_t *m,
+                                    const gw_probe_info_t *info)
+{
+    ompi_message_t *msg = ompi_message_alloc();
+    if (NULL == msg) return NULL;
+    msg->comm = comm;
+    msg->req_ptr = m;
+    msg->peer = info->source;
+    msg->count = info->length;
+    return msg;
+}
+
+static int pml_improbe(int src, int tag, ompi_communicator_t *comm, int *matched,
+                   ompi_message_t **message, ompi_status_public_t *status)
+{
+    gw_probe_info_t info;
+    gw_message_t *m = NULL;
+    gw_engine_t *e = mca_pml_gpuwire.engine;
+    *matched = gw_improbe(e, comm->c_contextid, src, tag, &info, &m);
+    if (!*matched) {
+        opal_progress();
+        *matched = gw_improbe(e, comm->c_contextid, src, tag, &info, &m);
+    }
+    if (!*matched) return OMPI_SUCCESS;
+    *message = make_message(comm, m, &info);
+    if (NULL == *message) return OMPI_ERR_OUT_OF_RESOURCE;
+    probe_status(&info, status);
+    return OMPI_SUCCESS;
+}
+
+static int pml_mprobe(int src, int tag, ompi_communicator_t *comm, ompi_message_t **message,
+                  ompi_status_public_t *status)
+{
+    gw_probe_info_t info;
+    gw_message_t *m = NULL;
+    while (!gw_improbe(mca_pml_gpuwire.engine, comm->c_contextid, src, tag, &info, &m)) {
+        opal_progress();
+    }
+    *message = make_message(comm, m, &info);
+    if (NULL == *message) return OMPI_ERR_OUT_OF_RESOURCE;
+    probe_status(&info, status);
+    return OMPI_SUCCESS;
+}
+
+static int pml_imrecv(void *buf, size_t count, ompi_datatype_t *dtype, ompi_message_t **message,
+                  ompi_request_t **request)
+{
+    ompi_message_t *msg = *message;
+    mca_pml_gpuwire_request_t *req = pml_gw_request_get(
+        PML_GW_RECV, 0, buf, count, dtype, msg->peer, 0, msg->comm, MCA_PML_BASE_SEND_STANDARD);
+    if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
+    req->message = (gw_message_t *)msg->req_ptr;
+    *message = MPI_MESSAGE_NULL;
+    ompi_message_return(msg);
+    req->ompi.req_state = OMPI_REQUEST_ACTIVE;
+    int rc = pml_gw_request_start(req);
+    *request = &req->ompi;
+    return rc;
+}
+
+static int pml_mrecv(void *buf, size_t count, ompi_datatype_t *dtype, ompi_message_t **message,
+                 ompi_status_public_t *status)
+{
+    ompi_message_t *msg = *message;
+    gw_message_t *m = (gw_message_t *)msg->req_ptr;
+    ompi_communicator_t *comm = msg->comm;
+    *message = MPI_MESSAGE_NULL;
+    ompi_message_return(msg);
+    return pml_recv_blocking(buf, count, dtype, MPI_ANY_SOURCE, MPI_ANY_TAG, comm, m, status);
+}
+
+static int pml_dump(ompi_communicator_t *comm, int verbose)
+{
+    print_stats();
+    return OMPI_SUCCESS;
+}
+
+mca_pml_gpuwire_module_t mca_pml_gpuwire = {
+    .super = {
+        .pml_add_procs = pml_add_procs,
+        .pml_del_procs = pml_del_procs,
+        .pml_enable = pml_enable,
+        .pml_progress = NULL,
+        .pml_add_comm = pml_add_comm,
+        .pml_del_comm = pml_del_comm,
+        .pml_irecv_init = pml_irecv_init,
+        .pml_irecv = pml_irecv,
+        .pml_recv = pml_recv,
+        .pml_isend_init = pml_isend_init,
+        .pml_isend = pml_isend,
+        .pml_send = pml_send,
+        .pml_iprobe = pml_iprobe,
+        .pml_probe = pml_probe,
+        .pml_start = mca_pml_gpuwire_start,
+        .pml_improbe = pml_improbe,
+        .pml_mprobe = pml_mprobe,
+        .pml_imrecv = pml_imrecv,
+        .pml_mrecv = pml_mrecv,
+        .pml_dump = pml_dump,
+        .pml_max_contextid = 0x7fffffff,
+        .pml_max_tag = 0x7fffffff,
+        .pml_flags = 0,
+    },
+    .engine = NULL,
+    .output = -1,
+};

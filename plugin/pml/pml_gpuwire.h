@@ -1,0 +1,62 @@
+/*
+ * pml/gpuwire: MPI point-to-point for Open MPI over the gpuwire engine.
+ *
+ * This layer translates Open MPI objects into engine terms (communicator ->
+ * context id, rank -> process index, datatype -> packed bytes) and engine
+ * completions back into MPI requests and statuses. It owns no transport
+ * state of its own.
+ */
+#ifndef PML_GPUWIRE_H
+#define PML_GPUWIRE_H
+
+#include "ompi_config.h"
+#include "gpuwire_compat.h"
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/pml/base/base.h"
+#include "ompi/mca/pml/pml.h"
+#include "ompi/message/message.h"
+#include "ompi/request/request.h"
+#include "opal/class/opal_free_list.h"
+
+#include "gpuwire/engine.h"
+
+typedef struct {
+    mca_pml_base_module_t super;
+    gw_engine_t *engine;
+    opal_free_list_t requests;
+    uint32_t my_peer;
+    uint32_t npeers;
+    int output;           /* opal_output stream for verbose messages */
+    /* Worker addresses of the other processes, fetched from the modex on
+     * first use and kept until finalize. */
+    void **peer_addr;
+    size_t *peer_addr_len;
+    bool progress_registered;
+} mca_pml_gpuwire_module_t;
+
+typedef struct {
+    int priority;
+    int verbose;
+    size_t rndv_threshold;
+    bool err_handling;
+    bool stats;
+} mca_pml_gpuwire_params_t;
+
+extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;
+extern mca_pml_gpuwire_module_t mca_pml_gpuwire;
+extern mca_pml_gpuwire_params_t mca_pml_gpuwire_params;
+
+/* Module functions (pml_gpuwire.c). */
+int mca_pml_gpuwire_open_engine(bool enable_mpi_threads);
+void mca_pml_gpuwire_close_engine(void);
+int mca_pml_gpuwire_progress(void);
+
+/* Maps an engine status to an MPI error class. */
+int mca_pml_gpuwire_mpi_error(gw_status_t status);
+
+#define PML_GPUWIRE_VERBOSE(level, ...) \
+    opal_output_verbose((level), mca_pml_gpuwire.output, "pml:gpuwire: " __VA_ARGS__)
+
+#endif

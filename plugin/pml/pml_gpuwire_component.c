@@ -1,0 +1,118 @@
+/*
+ * The pml/gpuwire component: MCA parameters, version check, selection.
+ */
+#include "pml_gpuwire.h"
+
+#include <string.h>
+
+#include "gpuwire_version.h"
+#include "opal/mca/base/mca_base_var.h"
+
+static int component_register(void);
+static int component_open(void);
+static int component_close(void);
+static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
+                                             bool enable_mpi_threads);
+static int component_finalize(void);
+
+mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
+    .priority = 5,
+    .verbose = 0,
+    .rndv_threshold = 0,
+    .err_handling = false,
+    .stats = false,
+};
+
+__attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
+    .pmlm_version = {
+        GW_PML_BASE_VERSION,
+        .mca_component_name = "gpuwire",
+        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        .mca_open_component = component_open,
+        .mca_close_component = component_close,
+        .mca_register_component_params = component_register,
+    },
+    .pmlm_data = {
+        .param_field = MCA_BASE_METADATA_PARAM_NONE,
+    },
+    .pmlm_init = component_init,
+    .pmlm_finalize = component_finalize,
+};
+
+static int component_register(void)
+{
+    /* First, before anything touches Open MPI's structures: is this the
+     * release we were built for? */
+    char running[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    char why[320];
+    PMPI_Get_library_version(running, &len);
+    if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
+                           running, "pml", why, sizeof(why)) != 0) {
+        opal_output(0, "%s", why);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+
+    mca_base_component_t *c = &mca_pml_gpuwire_component.pmlm_version;
+    (void)mca_base_component_var_register(
+        c, "priority", "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); "
+                       "--mca pml gpuwire selects it whatever the priority",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.priority);
+    (void)mca_base_component_var_register(
+        c, "verbose", "Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_pml_gpuwire_params.verbose);
+    (void)mca_base_component_var_register(
+        c, "rndv_threshold",
+        "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
+        "decide (UCX_RNDV_THRESH)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.rndv_threshold);
+    (void)mca_base_component_var_register(
+        c, "err_handling",
+        "Detect failed peers (UCX peer error handling): a dead peer becomes an MPI error "
+        "instead of a hang, at a small cost per message",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.err_handling);
+    (void)mca_base_component_var_register(
+        c, "stats", "Print message and byte counters of every process at finalize",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.stats);
+    return OMPI_SUCCESS;
+}
+
+static int component_open(void)
+{
+    if (mca_pml_gpuwire_params.verbose < 0) {
+        opal_output(0, "pml:gpuwire: pml_gpuwire_verbose must be >= 0 (got %d)",
+                    mca_pml_gpuwire_params.verbose);
+        return OMPI_ERR_BAD_PARAM;
+    }
+    mca_pml_gpuwire.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_pml_gpuwire.output, mca_pml_gpuwire_params.verbose);
+    return OMPI_SUCCESS;
+}
+
+static int component_close(void)
+{
+    if (mca_pml_gpuwire.output >= 0) {
+        opal_output_close(mca_pml_gpuwire.output);
+        mca_pml_gpuwire.output = -1;
+    }
+    return OMPI_SUCCESS;
+}
+
+static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
+                                             bool enable_mpi_threads)
+{
+    if (OMPI_SUCCESS != mca_pml_gpuwire_open_engine(enable_mpi_threads)) return NULL;
+    *priority = mca_pml_gpuwire_params.priority;
+    return &mca_pml_gpuwire.super;
+}
+
+static int component_finalize(void)
+{
+    mca_pml_gpuwire_close_engine();
+    return OMPI_SUCCESS;
+}

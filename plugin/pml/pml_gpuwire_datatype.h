@@ -1,0 +1,35 @@
+/*
+ * Datatypes in engine terms. A message on the wire is always its packed
+ * bytes. A contiguous layout is sent and received in place; any other layout
+ * is packed into (or unpacked from) a staging buffer with Open MPI's
+ * convertor, so the engine only ever sees (address, length).
+ */
+#ifndef PML_GPUWIRE_DATATYPE_H
+#define PML_GPUWIRE_DATATYPE_H
+
+#include "pml_gpuwire.h"
+
+/* Packed size of count elements of dtype. */
+static inline size_t pml_gpuwire_packed_size(ompi_datatype_t *dtype, size_t count)
+{
+    return dtype->super.size * count;
+}
+
+/* True when count elements of dtype occupy one contiguous range; then
+ * *addr is its first byte. */
+static inline bool pml_gpuwire_contiguous(ompi_datatype_t *dtype, size_t count, const void *buf,
+                                          void **addr)
+{
+    if (!opal_datatype_is_contiguous_memory_layout(&dtype->super, (int32_t)count)) return false;
+    *addr = (char *)buf + dtype->super.true_lb;
+    return true;
+}
+
+/* Packs count elements at buf into dst (len bytes). */
+int pml_gpuwire_pack(ompi_datatype_t *dtype, size_t count, const void *buf, void *dst, size_t len);
+/* Unpacks len bytes at src into count elements at buf (len may be less than
+ * the full size, when the message was shorter). */
+int pml_gpuwire_unpack(ompi_datatype_t *dtype, size_t count, void *buf, const void *src,
+                       size_t len);
+
+#endif

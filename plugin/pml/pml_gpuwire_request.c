@@ -1,0 +1,311 @@
+#include "pml_gpuwire_request.h"
+
+#include <stdlib.h>
+
+#include "ompi/mca/pml/base/pml_base_bsend.h"
+#include "ompi/proc/proc.h"
+#include "pml_gpuwire_datatype.h"
+
+static int request_free(ompi_request_t **rptr);
+static int request_cancel(ompi_request_t *req, int flag);
+static void request_engine_done(gw_request_t *g);
+
+static void request_construct(mca_pml_gpuwire_request_t *req)
+{
+    req->ompi.req_type = OMPI_REQUEST_PML;
+    req->ompi.req_start = mca_pml_gpuwire_start;
+    req->ompi.req_free = request_free;
+    req->ompi.req_cancel = request_cancel;
+    req->gw.complete_cb = request_engine_done;
+    req->staging = NULL;
+    req->staging_kind = PML_GW_STAGING_NONE;
+}
+
+OBJ_CLASS_INSTANCE(mca_pml_gpuwire_request_t, ompi_request_t, request_construct, NULL);
+
+static inline mca_pml_gpuwire_request_t *from_gw(gw_request_t *g)
+{
+    return (mca_pml_gpuwire_request_t *)((char *)g - offsetof(mca_pml_gpuwire_request_t, gw));
+}
+
+int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
+{
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    if (OPAL_UNLIKELY(NULL == proc)) return MPI_ERR_RANK;
+    if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
+                      proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers)) {
+        opal_output(0, "pml:gpuwire: rank %d of communicator %s belongs to another job; "
+                       "processes from MPI_Comm_spawn/connect are not supported by pml gpuwire",
+                    rank, comm->c_name);
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    *peer = proc->super.proc_name.vpid;
+    return MPI_SUCCESS;
+}
+
+mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf, size_t count,
+                                              ompi_datatype_t *dtype, int peer, int tag,
+                                              ompi_communicator_t *comm,
+                                              mca_pml_base_send_mode_t mode)
+{
+    mca_pml_gpuwire_request_t *req =
+        (mca_pml_gpuwire_request_t *)opal_free_list_get(&mca_pml_gpuwire.requests);
+    if (OPAL_UNLIKELY(NULL == req)) return NULL;
+    bool persistent = (flags & PML_GW_PERSISTENT) != 0;
+    OMPI_REQUEST_INIT(&req->ompi, persistent);
+    req->ompi.req_mpi_object.comm = comm;
+    req->kind = (uint8_t)kind;
+    req->flags = flags;
+    req->votes = persistent ? 1 : 0;
+    req->buf = buf;
+    req->count = count;
+    req->dtype = dtype;
+    req->peer = peer;
+    req->tag = tag;
+    req->comm = comm;
+    req->mode = mode;
+    req->message = NULL;
+    req->staging = NULL;
+    req->staging_kind = PML_GW_STAGING_NONE;
+    if (persistent) {
+        OBJ_RETAIN(comm);
+        OMPI_DATATYPE_RETAIN(dtype);
+        req->flags |= PML_GW_DTYPE_HELD;
+    }
+    return req;
+}
+
+static void request_release(mca_pml_gpuwire_request_t *req)
+{
+    if (req->flags & PML_GW_DTYPE_HELD) OMPI_DATATYPE_RELEASE(req->dtype);
+    if (req->flags & PML_GW_PERSISTENT) OBJ_RELEASE(req->comm);
+    OMPI_REQUEST_FINI(&req->ompi);
+    opal_free_list_return(&mca_pml_gpuwire.requests, &req->ompi.super);
+}
+
+/* One vote from the engine (operation done), one from the MPI layer (handle
+ * freed); the second one returns the request. */
+static inline void request_vote(mca_pml_gpuwire_request_t *req)
+{
+    if (__atomic_add_fetch(&req->votes, 1, __ATOMIC_ACQ_REL) == 2) request_release(req);
+}
+
+void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
+{
+    if (req->staging_kind == PML_GW_STAGING_MALLOC) {
+        free(req->staging);
+    } else if (req->staging_kind == PML_GW_STAGING_BSEND) {
+        mca_pml_base_bsend_request_free(req->staging);
+    }
+    req->staging = NULL;
+    req->staging_kind = PML_GW_STAGING_NONE;
+}
+
+int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_t *len)
+{
+    size_t size = pml_gpuwire_packed_size(req->dtype, req->count);
+    void *contig;
+    *len = size;
+    if (req->mode != MCA_PML_BASE_SEND_BUFFERED &&
+        pml_gpuwire_contiguous(req->dtype, req->count, req->buf, &contig)) {
+        *addr = contig;
+        return MPI_SUCCESS;
+    }
+    if (size == 0) {
+        *addr = NULL;
+        return MPI_SUCCESS;
+    }
+    void *staging;
+    if (req->mode == MCA_PML_BASE_SEND_BUFFERED) {
+        staging = mca_pml_base_bsend_request_alloc_buf(size);
+        if (NULL == staging) {
+            PML_GPUWIRE_VERBOSE(1, "buffered send of %zu bytes: no room in the attached buffer",
+                                size);
+            return MPI_ERR_BUFFER;
+        }
+        req->staging_kind = PML_GW_STAGING_BSEND;
+    } else {
+        staging = malloc(size);
+        if (NULL == staging) return MPI_ERR_NO_MEM;
+        req->staging_kind = PML_GW_STAGING_MALLOC;
+    }
+    req->staging = staging;
+    req->staging_len = size;
+    if (pml_gpuwire_pack(req->dtype, req->count, req->buf, staging, size) != OMPI_SUCCESS) {
+        pml_gw_staging_release(req);
+        return MPI_ERR_INTERN;
+    }
+    *addr = staging;
+    return MPI_SUCCESS;
+}
+
+int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap)
+{
+    size_t size = pml_gpuwire_packed_size(req->dtype, req->count);
+    *cap = size;
+    if (pml_gpuwire_contiguous(req->dtype, req->count, req->buf, addr) || size == 0) {
+        if (size == 0) *addr = NULL;
+        return MPI_SUCCESS;
+    }
+    req->staging = malloc(size);
+    if (NULL == req->staging) return MPI_ERR_NO_MEM;
+    req->staging_kind = PML_GW_STAGING_MALLOC;
+    req->staging_len = size;
+    *addr = req->staging;
+    return MPI_SUCCESS;
+}
+
+int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status)
+{
+    gw_request_t *g = &req->gw;
+    int err = mca_pml_gpuwire_mpi_error(g->status);
+    if (g->status == GW_ERR_CANCELED) {
+        status->_cancelled = 1;
+        status->_ucount = 0;
+        err = MPI_SUCCESS;
+    } else {
+        status->MPI_SOURCE = g->source;
+        status->MPI_TAG = g->tag;
+        status->_cancelled = 0;
+        status->_ucount = g->status == GW_ERR_TRUNCATE ? pml_gpuwire_packed_size(req->dtype, req->count)
+                                                       : g->length;
+        if (req->staging && g->status == GW_OK &&
+            pml_gpuwire_unpack(req->dtype, req->count, req->buf, req->staging, g->length) !=
+                OMPI_SUCCESS) {
+            err = MPI_ERR_INTERN;
+        }
+    }
+    status->MPI_ERROR = err;
+    pml_gw_staging_release(req);
+    return err;
+}
+
+static void request_engine_done(gw_request_t *g)
+{
+    mca_pml_gpuwire_request_t *req = from_gw(g);
+    if (req->kind == PML_GW_RECV) {
+        pml_gw_recv_finish(req, &req->ompi.req_status);
+    } else {
+        pml_gw_staging_release(req);
+        req->ompi.req_status.MPI_ERROR = mca_pml_gpuwire_mpi_error(g->status);
+        if (g->status != GW_OK) {
+            opal_output(0, "pml:gpuwire: send to rank %d of %s failed: %s", req->peer,
+                        req->comm->c_name, gw_status_string(g->status));
+        }
+    }
+    if (req->flags & PML_GW_INTERNAL) {
+        request_release(req);
+        return;
+    }
+    ompi_request_complete(&req->ompi, true);
+    request_vote(req);
+}
+
+static int request_free(ompi_request_t **rptr)
+{
+    mca_pml_gpuwire_request_t *req = (mca_pml_gpuwire_request_t *)*rptr;
+    *rptr = MPI_REQUEST_NULL;
+    request_vote(req);
+    return OMPI_SUCCESS;
+}
+
+/* Receives not yet matched are cancelled; sends are never cancelled (MPI
+ * allows a cancel to fail): MPI_Test_cancelled reports false and the message
+ * is delivered. */
+static int request_cancel(ompi_request_t *ompi_req, int flag)
+{
+    mca_pml_gpuwire_request_t *req = (mca_pml_gpuwire_request_t *)ompi_req;
+    if (req->kind == PML_GW_RECV && !REQUEST_COMPLETE(ompi_req) && NULL == req->message) {
+        gw_cancel_recv(mca_pml_gpuwire.engine, &req->gw);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* A buffered send completes for MPI as soon as the data is copied: the copy
+ * travels in an internal request that frees the buffer space when done. */
+static int start_buffered(mca_pml_gpuwire_request_t *req)
+{
+    mca_pml_gpuwire_request_t *shadow =
+        pml_gw_request_get(PML_GW_SEND, PML_GW_INTERNAL, req->buf, req->count, req->dtype,
+                           req->peer, req->tag, req->comm, MCA_PML_BASE_SEND_BUFFERED);
+    if (NULL == shadow) return MPI_ERR_NO_MEM;
+    int rc = pml_gw_request_start(shadow);
+    if (MPI_SUCCESS != rc) {
+        request_release(shadow);
+        return rc;
+    }
+    req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    ompi_request_complete(&req->ompi, true);
+    request_vote(req);
+    return MPI_SUCCESS;
+}
+
+int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
+{
+    gw_engine_t *engine = mca_pml_gpuwire.engine;
+    gw_status_t st;
+    int rc;
+
+    req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    req->ompi.req_status._cancelled = 0;
+    req->ompi.req_status._ucount = 0;
+    if (req->kind == PML_GW_SEND) {
+        if (req->mode == MCA_PML_BASE_SEND_BUFFERED && !(req->flags & PML_GW_INTERNAL)) {
+            return start_buffered(req);
+        }
+        uint32_t peer;
+        const void *addr;
+        size_t len;
+        rc = pml_gw_peer_index(req->comm, req->peer, &peer);
+        if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+        rc = pml_gw_send_prepare(req, &addr, &len);
+        if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+        unsigned flags = req->mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0;
+        st = gw_isend(engine, &req->gw, peer, req->comm->c_contextid, ompi_comm_rank(req->comm),
+                      req->tag, addr, len, flags);
+    } else {
+        void *addr;
+        size_t cap;
+        rc = pml_gw_recv_prepare(req, &addr, &cap);
+        if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+        if (req->message) {
+            gw_message_t *msg = req->message;
+            st = gw_imrecv(engine, &req->gw, msg, addr, cap);
+        } else {
+            st = gw_irecv(engine, &req->gw, req->comm->c_contextid, req->peer, req->tag, addr,
+                          cap);
+        }
+    }
+    if (OPAL_UNLIKELY(GW_OK != st)) {
+        pml_gw_staging_release(req);
+        return mca_pml_gpuwire_mpi_error(st);
+    }
+    return MPI_SUCCESS;
+}
+
+int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests)
+{
+    for (size_t i = 0; i < count; ++i) {
+        ompi_request_t *r = requests[i];
+        if (NULL == r || MPI_REQUEST_NULL == r) continue;
+        if (r->req_start != mca_pml_gpuwire_start) {
+            /* Not ours (e.g. a persistent request to MPI_PROC_NULL). */
+            int rc = r->req_start(1, &requests[i]);
+            if (MPI_SUCCESS != rc) return rc;
+            continue;
+        }
+        mca_pml_gpuwire_request_t *req = (mca_pml_gpuwire_request_t *)r;
+        if (OPAL_UNLIKELY(req->ompi.req_state == OMPI_REQUEST_ACTIVE)) return MPI_ERR_REQUEST;
+        req->ompi.req_state = OMPI_REQUEST_ACTIVE;
+        req->ompi.req_complete = REQUEST_PENDING;
+        req->votes = 0;
+        int rc = pml_gw_request_start(req);
+        if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) {
+            req->ompi.req_status.MPI_ERROR = rc;
+            ompi_request_complete(&req->ompi, true);
+            request_vote(req);
+            return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,73 @@
+/*
+ * MPI requests of pml/gpuwire.
+ *
+ * A request is an ompi_request_t followed by the engine's gw_request_t, taken
+ * from a free list, so a message allocates nothing. Lifetime: the request is
+ * returned to the free list once both the engine has completed it and the MPI
+ * layer has freed it, whichever comes last (two "votes"); a persistent
+ * request counts as completed while inactive.
+ */
+#ifndef PML_GPUWIRE_REQUEST_H
+#define PML_GPUWIRE_REQUEST_H
+
+#include "pml_gpuwire.h"
+
+enum { PML_GW_SEND = 1, PML_GW_RECV = 2 };
+enum {
+    PML_GW_PERSISTENT = 0x1, /* MPI_*_init */
+    PML_GW_INTERNAL = 0x2,   /* no MPI handle: returns itself when done */
+    PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype */
+};
+enum { PML_GW_STAGING_NONE = 0, PML_GW_STAGING_MALLOC, PML_GW_STAGING_BSEND };
+
+typedef struct mca_pml_gpuwire_request {
+    ompi_request_t ompi;
+    gw_request_t gw;
+    uint8_t kind;
+    uint8_t flags;
+    uint8_t staging_kind;
+    int32_t votes; /* see above; atomically updated */
+
+    /* The operation's arguments (kept for restarts and unpacking). */
+    void *buf;
+    size_t count;
+    ompi_datatype_t *dtype;
+    int peer;
+    int tag;
+    ompi_communicator_t *comm;
+    mca_pml_base_send_mode_t mode;
+    gw_message_t *message; /* for MPI_Imrecv */
+
+    void *staging;
+    size_t staging_len;
+} mca_pml_gpuwire_request_t;
+
+OBJ_CLASS_DECLARATION(mca_pml_gpuwire_request_t);
+
+/* Takes a request from the free list, initialized for kind. */
+mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf, size_t count,
+                                              ompi_datatype_t *dtype, int peer, int tag,
+                                              ompi_communicator_t *comm,
+                                              mca_pml_base_send_mode_t mode);
+
+/* Starts (or restarts) the operation described by the request. */
+int pml_gw_request_start(mca_pml_gpuwire_request_t *req);
+
+/* pml_start: MPI_Start / MPI_Startall. */
+int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests);
+
+/* Translates (comm, rank) into the engine's process index. */
+int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer);
+
+/* Prepares the bytes of a send: the user's buffer when contiguous, else a
+ * staging buffer (from the attached bsend buffer in buffered mode). */
+int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_t *len);
+/* Prepares where a receive lands; the inverse of the above. */
+int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap);
+
+/* Fills an MPI status from a finished engine receive; unpacks a staged
+ * receive into the user's buffer. Returns the MPI error code. */
+int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status);
+void pml_gw_staging_release(mca_pml_gpuwire_request_t *req);
+
+#endif

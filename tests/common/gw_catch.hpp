@@ -1,0 +1,7 @@
+// Include this instead of Catch2 directly: it works with Catch2 2.13 and 3.x.
+#pragma once
+#if GPUWIRE_CATCH_VERSION == 3
+#include <catch2/catch_all.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif

@@ -1,0 +1,106 @@
+// The extern "C" face of the engine (gpuwire/engine.h).
+#include <cstring>
+#include <string>
+
+#include "engine/engine.hpp"
+
+using gpuwire::engine::Engine;
+
+struct gw_engine {
+    std::unique_ptr<Engine> impl;
+};
+
+extern "C" {
+
+const char *gw_status_string(gw_status_t status)
+{
+    switch (status) {
+    case GW_OK: return "success";
+    case GW_ERR_NO_MEMORY: return "out of memory";
+    case GW_ERR_UNREACHABLE: return "peer unreachable";
+    case GW_ERR_TRUNCATE: return "message truncated";
+    case GW_ERR_CANCELED: return "cancelled";
+    case GW_ERR_TRANSPORT: return "transport error";
+    case GW_ERR_INVALID: return "invalid argument";
+    case GW_ERR_UNSUPPORTED: return "not supported";
+    }
+    return "unknown status";
+}
+
+void gw_engine_params_init(gw_engine_params_t *params)
+{
+    std::memset(params, 0, sizeof(*params));
+    params->verbose = GW_LOG_WARN;
+}
+
+gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,
+                             size_t why_len)
+{
+    std::string reason;
+    auto *e = new (std::nothrow) gw_engine;
+    gw_status_t st = e ? Engine::create(*params, e->impl, reason) : GW_ERR_NO_MEMORY;
+    if (st != GW_OK) {
+        if (!e) reason = "out of memory";
+        delete e;
+        if (why && why_len) std::snprintf(why, why_len, "%s", reason.c_str());
+        return st;
+    }
+    *engine = e;
+    return GW_OK;
+}
+
+void gw_engine_destroy(gw_engine_t *engine) { delete engine; }
+
+void gw_engine_disconnect(gw_engine_t *engine) { engine->impl->disconnect(); }
+
+void gw_engine_address(const gw_engine_t *engine, const void **addr, size_t *len)
+{
+    *addr = engine->impl->address();
+    *len = engine->impl->address_length();
+}
+
+int gw_engine_progress(gw_engine_t *engine) { return engine->impl->progress(); }
+
+gw_status_t gw_isend(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint32_t ctx,
+                     int32_t my_rank, int32_t tag, const void *buf, size_t len, unsigned flags)
+{
+    return engine->impl->isend(req, peer, ctx, my_rank, tag, buf, len, flags);
+}
+
+gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32_t source,
+                     int32_t tag, void *buf, size_t cap)
+{
+    return engine->impl->irecv(req, ctx, source, tag, buf, cap);
+}
+
+int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
+              gw_probe_info_t *info)
+{
+    return engine->impl->iprobe(ctx, source, tag, info);
+}
+
+int gw_improbe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
+               gw_probe_info_t *info, gw_message_t **msg)
+{
+    return engine->impl->improbe(ctx, source, tag, info, msg);
+}
+
+gw_status_t gw_imrecv(gw_engine_t *engine, gw_request_t *req, gw_message_t *msg, void *buf,
+                      size_t cap)
+{
+    return engine->impl->imrecv(req, msg, buf, cap);
+}
+
+int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req)
+{
+    return engine->impl->cancel_recv(req);
+}
+
+void gw_context_release(gw_engine_t *engine, uint32_t ctx) { engine->impl->context_release(ctx); }
+
+void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats)
+{
+    engine->impl->stats(stats);
+}
+
+} // extern "C"

@@ -1,0 +1,180 @@
+/*
+ * gpuwire engine: the C API that plugin/ calls.
+ *
+ * The engine moves messages between peers; it knows nothing of Open MPI. Its
+ * terms are plain: a peer is an index 0..npeers-1 (the process's rank in the
+ * job), a context is a 32-bit communicator id, a message carries the sender's
+ * rank inside that communicator and a tag, and a buffer is an address plus a
+ * byte length (already packed: non-contiguous layouts are packed by the
+ * caller).
+ *
+ * Threading: every call may be made from any thread when the engine was
+ * created with thread_multiple = 1 (one internal lock serializes them);
+ * otherwise from one thread at a time. Completion callbacks are never run with
+ * the engine's lock held, so a callback may call back into the engine.
+ *
+ * Ownership: a gw_request_t is owned by the caller and must stay valid (and
+ * untouched) from the call that starts an operation until its complete_cb has
+ * run. The engine owns every UCX object it creates and releases all of them
+ * in gw_engine_destroy().
+ */
+#ifndef GPUWIRE_ENGINE_H
+#define GPUWIRE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GW_OK = 0,
+    GW_ERR_NO_MEMORY,    /* an allocation failed */
+    GW_ERR_UNREACHABLE,  /* no endpoint to the peer could be made, or it failed */
+    GW_ERR_TRUNCATE,     /* the message was larger than the posted buffer */
+    GW_ERR_CANCELED,     /* the operation was cancelled */
+    GW_ERR_TRANSPORT,    /* UCX reported an error */
+    GW_ERR_INVALID,      /* a bad argument */
+    GW_ERR_UNSUPPORTED,  /* asked for something this build or machine cannot do */
+} gw_status_t;
+
+/* Human-readable name of a status ("truncated", ...). */
+const char *gw_status_string(gw_status_t status);
+
+#define GW_ANY_SOURCE (-1) /* matches any sender rank */
+#define GW_ANY_TAG    (-1) /* matches any tag >= 0 (negative tags are internal) */
+
+/* Flags of gw_isend(). */
+#define GW_SEND_SYNC 0x1u /* complete only once the receiver has matched it */
+
+typedef struct gw_engine gw_engine_t;
+typedef struct gw_message gw_message_t; /* a message taken out by gw_improbe() */
+typedef struct gw_request gw_request_t;
+
+typedef void (*gw_complete_cb_t)(gw_request_t *req);
+
+#ifdef __cplusplus
+#define GW_ALIGN16 alignas(16)
+#else
+#define GW_ALIGN16 _Alignas(16)
+#endif
+
+/* Size of the engine's per-operation state kept inside each request. */
+#define GW_REQUEST_PRIVATE_BYTES 128
+
+struct gw_request {
+    /* Set by the caller before starting an operation. */
+    gw_complete_cb_t complete_cb;
+    void *user;                /* free for the caller */
+
+    /* Outputs, valid when complete_cb runs. */
+    gw_status_t status;
+    int32_t source;            /* sender's rank in the communicator (receives) */
+    int32_t tag;               /* message tag (receives) */
+    size_t length;             /* bytes received; for a truncated message, its full size */
+
+    /* Engine-private. */
+    GW_ALIGN16 unsigned char priv[GW_REQUEST_PRIVATE_BYTES];
+};
+
+/* What a probe reports. */
+typedef struct {
+    int32_t source;
+    int32_t tag;
+    size_t length; /* payload bytes of the message */
+} gw_probe_info_t;
+
+/* Log levels given to the log callback. */
+enum { GW_LOG_ERROR = 0, GW_LOG_WARN = 1, GW_LOG_INFO = 5, GW_LOG_DEBUG = 10 };
+
+typedef struct {
+    uint32_t my_peer;        /* this process's index */
+    uint32_t npeers;         /* number of processes in the job */
+    int thread_multiple;     /* nonzero: calls may come from several threads */
+
+    /* Returns the UCX worker address of a peer (from the runtime's exchange);
+     * the engine copies what it needs. Called lazily, on the first message to
+     * or from that peer. Returns nonzero when the address is unknown. */
+    int (*resolve_peer)(void *ctx, uint32_t peer, const void **addr, size_t *len);
+    void *resolve_ctx;
+
+    /* Log sink; level is one of GW_LOG_*; may be NULL. */
+    void (*log)(void *ctx, int level, const char *msg);
+    void *log_ctx;
+    int verbose; /* messages above this level are not produced */
+
+    /* Messages of at least this many bytes go through UCX rendezvous;
+     * 0 lets UCX choose (UCX_RNDV_THRESH). */
+    size_t rndv_threshold;
+    /* UCX endpoint error handling: 0 none (fastest), 1 peer failure detection. */
+    int err_mode_peer;
+} gw_engine_params_t;
+
+/* Initializes params with defaults. */
+void gw_engine_params_init(gw_engine_params_t *params);
+
+/* Creates the UCX context and worker. On failure returns an error and writes a
+ * one-line cause into why (if not NULL). */
+gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine,
+                             char *why, size_t why_len);
+/* Flushes and closes every endpoint, then releases everything. Operations
+ * still in flight complete with GW_ERR_CANCELED before it returns. */
+void gw_engine_destroy(gw_engine_t *engine);
+
+/* Closes every endpoint (flushing what was sent), bounded in time. The job
+ * should then synchronize before destroying engines, so no process tears
+ * down its worker while a peer still flushes towards it. */
+void gw_engine_disconnect(gw_engine_t *engine);
+
+/* This worker's address, to publish to the other processes. Valid until
+ * gw_engine_destroy(). */
+void gw_engine_address(const gw_engine_t *engine, const void **addr, size_t *len);
+
+/* Advances everything in flight; returns the number of events handled. */
+int gw_engine_progress(gw_engine_t *engine);
+
+/* Sends len bytes at buf to peer, as (ctx, my_rank, tag). */
+gw_status_t gw_isend(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint32_t ctx,
+                     int32_t my_rank, int32_t tag, const void *buf, size_t len, unsigned flags);
+
+/* Posts a receive of at most cap bytes into buf. source and tag may be
+ * GW_ANY_SOURCE / GW_ANY_TAG. */
+gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32_t source,
+                     int32_t tag, void *buf, size_t cap);
+
+/* Looks for a matching message that has arrived (no progress is made).
+ * Returns 1 and fills info when one is there, 0 otherwise. */
+int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
+              gw_probe_info_t *info);
+
+/* Like gw_iprobe, but takes the message out of matching: it will be received
+ * only by gw_imrecv() with the returned handle. */
+int gw_improbe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
+               gw_probe_info_t *info, gw_message_t **msg);
+
+/* Receives a message taken by gw_improbe(); msg is consumed. */
+gw_status_t gw_imrecv(gw_engine_t *engine, gw_request_t *req, gw_message_t *msg, void *buf,
+                      size_t cap);
+
+/* Cancels a posted receive that has not matched yet: returns 1 and completes
+ * it with GW_ERR_CANCELED; returns 0 when it is already matched. */
+int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req);
+
+/* Forgets a communicator: messages still queued for it are dropped (and
+ * counted). Posted receives must have completed. */
+void gw_context_release(gw_engine_t *engine, uint32_t ctx);
+
+/* Counters for statistics. */
+typedef struct {
+    uint64_t sends, recvs, bytes_sent, bytes_received;
+    uint64_t eager_sends, rndv_recvs, unexpected, out_of_order, sync_acks;
+    uint64_t dropped_messages;
+    uint64_t endpoints;
+} gw_engine_stats_t;
+void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUWIRE_ENGINE_H */
