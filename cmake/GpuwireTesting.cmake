@@ -4,8 +4,8 @@
 #   gpuwire_add_mpi_test(NAME SOURCE NP [ARGS ...] [LABELS ...] [TIMEOUT s])
 #       a C program run under mpirun with pml gpuwire loaded from the build tree
 find_package(Catch2 REQUIRED)
-if(TARGET Catch2::Catch2WithMain)
-  set(GPUWIRE_CATCH_MAIN Catch2::Catch2WithMain)
+# Catch2 2.13 also defines Catch2WithMain, so the version decides.
+if(Catch2_VERSION VERSION_GREATER_EQUAL 3)
   set(GPUWIRE_CATCH_VERSION 3)
 else()
   set(GPUWIRE_CATCH_VERSION 2)

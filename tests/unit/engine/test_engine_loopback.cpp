@@ -1,0 +1,267 @@
+// Two engines in one process, talking over UCX (shared memory or TCP): the
+// protocol end to end without MPI.
+#include "gw_catch.hpp"
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gpuwire/engine.h"
+
+namespace {
+
+struct Pair {
+    gw_engine_t *e[2] = {nullptr, nullptr};
+    const void *addr[2] = {nullptr, nullptr};
+    size_t len[2] = {0, 0};
+
+    static int resolve(void *ctx, uint32_t peer, const void **a, size_t *l)
+    {
+        auto *p = static_cast<Pair *>(ctx);
+        if (peer > 1 || !p->addr[peer]) return -1;
+        *a = p->addr[peer];
+        *l = p->len[peer];
+        return 0;
+    }
+
+    explicit Pair(size_t rndv_threshold = 0)
+    {
+        for (uint32_t i = 0; i < 2; ++i) {
+            gw_engine_params_t p;
+            gw_engine_params_init(&p);
+            p.my_peer = i;
+            p.npeers = 2;
+            p.resolve_peer = &Pair::resolve;
+            p.resolve_ctx = this;
+            p.rndv_threshold = rndv_threshold;
+            char why[256] = "";
+            gw_status_t st = gw_engine_create(&p, &e[i], why, sizeof(why));
+            INFO(why);
+            REQUIRE(st == GW_OK);
+            gw_engine_address(e[i], &addr[i], &len[i]);
+        }
+    }
+    ~Pair()
+    {
+        for (auto *x : e) gw_engine_disconnect(x);
+        for (auto *x : e) gw_engine_destroy(x);
+    }
+    void progress()
+    {
+        gw_engine_progress(e[0]);
+        gw_engine_progress(e[1]);
+    }
+    // Progresses until pred() holds; fails the test after many rounds.
+    void until(const std::function<bool()> &pred)
+    {
+        for (long i = 0; i < 20000000 && !pred(); ++i) progress();
+        REQUIRE(pred());
+    }
+};
+
+struct Req {
+    gw_request_t r{};
+    bool done = false;
+    Req()
+    {
+        r.complete_cb = [](gw_request_t *g) { reinterpret_cast<Req *>(g)->done = true; };
+    }
+};
+static_assert(offsetof(Req, r) == 0);
+
+std::vector<unsigned char> pattern(size_t n, unsigned seed)
+{
+    std::vector<unsigned char> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 9));
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("messages of every size arrive intact", "[engine]")
+{
+    Pair p;
+    for (size_t n : {size_t(0), size_t(1), size_t(8), size_t(4095), size_t(65536),
+                     size_t(1) << 20, size_t(9) << 20}) {
+        auto src = pattern(n, 3);
+        std::vector<unsigned char> dst(n + 16, 0xEE);
+        Req s, r;
+        REQUIRE(gw_irecv(p.e[1], &r.r, 7, 0, 42, dst.data(), n) == GW_OK);
+        REQUIRE(gw_isend(p.e[0], &s.r, 1, 7, 0, 42, src.data(), n, 0) == GW_OK);
+        p.until([&] { return s.done && r.done; });
+        CHECK(s.r.status == GW_OK);
+        CHECK(r.r.status == GW_OK);
+        CHECK(r.r.length == n);
+        CHECK(r.r.source == 0);
+        CHECK(r.r.tag == 42);
+        CHECK(std::memcmp(dst.data(), src.data(), n) == 0);
+        for (size_t i = n; i < n + 16; ++i) REQUIRE(dst[i] == 0xEE);
+    }
+}
+
+TEST_CASE("messages from one sender are received in sending order", "[engine]")
+{
+    for (size_t threshold : {size_t(0), size_t(2048)}) {
+        Pair p(threshold);
+        const int n = 64;
+        std::vector<std::vector<unsigned char>> bufs;
+        std::vector<Req> sends(n), recvs(n);
+        std::vector<std::vector<unsigned char>> out(n);
+        for (int i = 0; i < n; ++i) {
+            size_t len = (i % 4 == 0) ? (size_t(1) << 20) + i : size_t(17 * i);
+            bufs.push_back(pattern(len, i));
+            REQUIRE(gw_isend(p.e[0], &sends[i].r, 1, 1, 0, 5, bufs[i].data(), len, 0) == GW_OK);
+        }
+        // Receive half after the messages arrived (unexpected), half posted.
+        for (int round = 0; round < 1000; ++round) p.progress();
+        for (int i = 0; i < n; ++i) {
+            out[i].assign((size_t(1) << 20) + n, 0);
+            REQUIRE(gw_irecv(p.e[1], &recvs[i].r, 1, GW_ANY_SOURCE, GW_ANY_TAG, out[i].data(),
+                             out[i].size()) == GW_OK);
+        }
+        p.until([&] {
+            for (auto &r : recvs)
+                if (!r.done) return false;
+            for (auto &s : sends)
+                if (!s.done) return false;
+            return true;
+        });
+        for (int i = 0; i < n; ++i) {
+            INFO("message " << i << " threshold " << threshold);
+            REQUIRE(recvs[i].r.status == GW_OK);
+            REQUIRE(recvs[i].r.length == bufs[i].size());
+            REQUIRE(std::memcmp(out[i].data(), bufs[i].data(), bufs[i].size()) == 0);
+        }
+    }
+}
+
+TEST_CASE("a message larger than the receive is truncated, nothing written", "[engine]")
+{
+    Pair p;
+    for (size_t n : {size_t(100), size_t(4) << 20}) {
+        for (bool posted_first : {true, false}) {
+            auto src = pattern(n, 9);
+            std::vector<unsigned char> dst(n, 0x5A);
+            Req s, r;
+            if (posted_first) REQUIRE(gw_irecv(p.e[1], &r.r, 2, 0, 1, dst.data(), n / 2) == GW_OK);
+            REQUIRE(gw_isend(p.e[0], &s.r, 1, 2, 0, 1, src.data(), n, 0) == GW_OK);
+            if (!posted_first) {
+                for (int i = 0; i < 2000; ++i) p.progress();
+                REQUIRE(gw_irecv(p.e[1], &r.r, 2, 0, 1, dst.data(), n / 2) == GW_OK);
+            }
+            p.until([&] { return s.done && r.done; });
+            CHECK(r.r.status == GW_ERR_TRUNCATE);
+            CHECK(r.r.length == n);
+            CHECK(s.r.status == GW_OK);
+            for (size_t i = n / 2; i < n; ++i) REQUIRE(dst[i] == 0x5A);
+        }
+    }
+    // The pair still works afterwards.
+    int v = 7, w = 0;
+    Req s, r;
+    REQUIRE(gw_irecv(p.e[1], &r.r, 2, 0, 1, &w, sizeof(w)) == GW_OK);
+    REQUIRE(gw_isend(p.e[0], &s.r, 1, 2, 0, 1, &v, sizeof(v), 0) == GW_OK);
+    p.until([&] { return s.done && r.done; });
+    CHECK(w == 7);
+}
+
+TEST_CASE("a synchronous send completes only once matched", "[engine]")
+{
+    Pair p;
+    int v = 11, w = 0;
+    Req s, r;
+    REQUIRE(gw_isend(p.e[0], &s.r, 1, 3, 0, 9, &v, sizeof(v), GW_SEND_SYNC) == GW_OK);
+    for (int i = 0; i < 5000; ++i) p.progress();
+    CHECK_FALSE(s.done);
+    REQUIRE(gw_irecv(p.e[1], &r.r, 3, 0, 9, &w, sizeof(w)) == GW_OK);
+    p.until([&] { return s.done && r.done; });
+    CHECK(s.r.status == GW_OK);
+    CHECK(w == 11);
+}
+
+TEST_CASE("probes report the payload; improbe takes the message out", "[engine]")
+{
+    Pair p;
+    auto src = pattern(3000, 1);
+    Req s;
+    REQUIRE(gw_isend(p.e[0], &s.r, 1, 4, 0, 77, src.data(), src.size(), 0) == GW_OK);
+    gw_probe_info_t info{};
+    p.until([&] { return gw_iprobe(p.e[1], 4, GW_ANY_SOURCE, GW_ANY_TAG, &info) == 1; });
+    CHECK(info.length == 3000);
+    CHECK(info.tag == 77);
+    CHECK(info.source == 0);
+    CHECK(gw_iprobe(p.e[1], 5, GW_ANY_SOURCE, GW_ANY_TAG, &info) == 0); // other context
+
+    gw_message_t *msg = nullptr;
+    REQUIRE(gw_improbe(p.e[1], 4, 0, 77, &info, &msg) == 1);
+    CHECK(gw_iprobe(p.e[1], 4, GW_ANY_SOURCE, GW_ANY_TAG, &info) == 0);
+    std::vector<unsigned char> dst(3000);
+    Req r;
+    REQUIRE(gw_imrecv(p.e[1], &r.r, msg, dst.data(), dst.size()) == GW_OK);
+    p.until([&] { return r.done && s.done; });
+    CHECK(r.r.status == GW_OK);
+    CHECK(dst == src);
+}
+
+TEST_CASE("a posted receive can be cancelled until it matches", "[engine]")
+{
+    Pair p;
+    int w = 0;
+    Req r;
+    REQUIRE(gw_irecv(p.e[1], &r.r, 6, 0, 1, &w, sizeof(w)) == GW_OK);
+    CHECK(gw_cancel_recv(p.e[1], &r.r) == 1);
+    CHECK(r.done);
+    CHECK(r.r.status == GW_ERR_CANCELED);
+    // A message sent later is not taken by the cancelled receive.
+    int v = 3;
+    Req s, r2;
+    REQUIRE(gw_isend(p.e[0], &s.r, 1, 6, 0, 1, &v, sizeof(v), 0) == GW_OK);
+    REQUIRE(gw_irecv(p.e[1], &r2.r, 6, 0, 1, &w, sizeof(w)) == GW_OK);
+    p.until([&] { return s.done && r2.done; });
+    CHECK(w == 3);
+    CHECK(gw_cancel_recv(p.e[1], &r2.r) == 0);
+}
+
+TEST_CASE("communicators do not see each other's messages", "[engine]")
+{
+    Pair p;
+    int a = 1, b = 2, x = 0, y = 0;
+    Req s1, s2, r1, r2;
+    REQUIRE(gw_isend(p.e[0], &s1.r, 1, 100, 0, 0, &a, sizeof(a), 0) == GW_OK);
+    REQUIRE(gw_isend(p.e[0], &s2.r, 1, 200, 0, 0, &b, sizeof(b), 0) == GW_OK);
+    REQUIRE(gw_irecv(p.e[1], &r2.r, 200, GW_ANY_SOURCE, GW_ANY_TAG, &y, sizeof(y)) == GW_OK);
+    REQUIRE(gw_irecv(p.e[1], &r1.r, 100, GW_ANY_SOURCE, GW_ANY_TAG, &x, sizeof(x)) == GW_OK);
+    p.until([&] { return s1.done && s2.done && r1.done && r2.done; });
+    CHECK(x == 1);
+    CHECK(y == 2);
+    gw_context_release(p.e[1], 100);
+    gw_engine_stats_t st;
+    gw_engine_stats(p.e[1], &st);
+    CHECK(st.recvs == 2);
+    CHECK(st.dropped_messages == 0);
+}
+
+TEST_CASE("a process sends to itself", "[engine]")
+{
+    Pair p;
+    auto src = pattern(2 << 20, 4);
+    std::vector<unsigned char> dst(src.size());
+    Req s, r;
+    REQUIRE(gw_isend(p.e[0], &s.r, 0, 9, 0, 3, src.data(), src.size(), 0) == GW_OK);
+    REQUIRE(gw_irecv(p.e[0], &r.r, 9, 0, 3, dst.data(), dst.size()) == GW_OK);
+    p.until([&] { return s.done && r.done; });
+    CHECK(dst == src);
+}
+
+TEST_CASE("bad parameters are refused with a reason", "[engine]")
+{
+    gw_engine_params_t p;
+    gw_engine_params_init(&p);
+    p.npeers = 0;
+    gw_engine_t *e = nullptr;
+    char why[128] = "";
+    CHECK(gw_engine_create(&p, &e, why, sizeof(why)) == GW_ERR_INVALID);
+    CHECK(std::strlen(why) > 0);
+    CHECK(e == nullptr);
+}
