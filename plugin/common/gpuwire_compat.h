@@ -32,9 +32,16 @@ static inline int gw_compat_fence(void)
 #error "gpuwire supports Open MPI 4.1 and 5.0"
 #endif
 
-/* The Open MPI release the component was compiled for. */
+/* The Open MPI release the component was compiled for. The refusal test
+ * builds a copy that claims another release (GW_TEST_CLAIM_OMPI_*). */
+#ifdef GW_TEST_CLAIM_OMPI_MAJOR
+#define GW_BUILT_OMPI_MAJOR GW_TEST_CLAIM_OMPI_MAJOR
+#define GW_BUILT_OMPI_MINOR GW_TEST_CLAIM_OMPI_MINOR
+#define GW_BUILT_OMPI_RELEASE 0
+#else
 #define GW_BUILT_OMPI_MAJOR OMPI_MAJOR_VERSION
 #define GW_BUILT_OMPI_MINOR OMPI_MINOR_VERSION
 #define GW_BUILT_OMPI_RELEASE OMPI_RELEASE_VERSION
+#endif
 
 #endif

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs what gpuwire needs to build and test on Debian 12 / Ubuntu 24.04.
+set -eu
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+PKGS="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev
+      librdmacm-dev catch2 iproute2 procps"
+missing=""
+for p in $PKGS; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "ci/setup.sh: installing$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
