@@ -5,6 +5,7 @@
 # machine more than one test at a time.
 set -eu
 cd "$(dirname "$0")/.."
+ci/setup.sh
 ci/build.sh "$@"
 cd "${BUILD_DIR:-build}"
 exec ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600
