@@ -59,6 +59,14 @@ static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len
     return 0;
 }
 
+static int peer_is_local(void *ctx, uint32_t peer)
+{
+    opal_process_name_t name = *OMPI_PROC_MY_NAME;
+    name.vpid = peer;
+    ompi_proc_t *proc = (ompi_proc_t *)ompi_proc_for_name(name);
+    return proc && OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
+}
+
 int mca_pml_gpuwire_progress(void)
 {
     return gw_engine_progress(mca_pml_gpuwire.engine);
@@ -79,6 +87,12 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.verbose = mca_pml_gpuwire_params.verbose;
     p.rndv_threshold = mca_pml_gpuwire_params.rndv_threshold;
     p.err_mode_peer = mca_pml_gpuwire_params.err_handling;
+    p.device_support = mca_pml_gpuwire_params.device;
+    p.peer_is_local = peer_is_local;
+    p.ipc_enabled = mca_pml_gpuwire_params.ipc;
+    p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;
+    p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
+    p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));
@@ -129,13 +143,20 @@ static void print_stats(void)
     opal_output(0,
                 "pml:gpuwire: process %u: sent %llu msgs / %llu B, received %llu msgs / %llu B, "
                 "rendezvous %llu, unexpected %llu, out of order %llu, sync acks %llu, "
-                "dropped %llu, endpoints %llu",
+                "dropped %llu, endpoints %llu; device: ipc %llu, staged %llu, ucx %llu, "
+                "recvs %llu; memory kind cache host/device hits %llu/%llu, misses %llu; "
+                "IPC mappings hits %llu, opened %llu, evicted %llu",
                 mca_pml_gpuwire.my_peer, (unsigned long long)s.sends,
                 (unsigned long long)s.bytes_sent, (unsigned long long)s.recvs,
                 (unsigned long long)s.bytes_received, (unsigned long long)s.rndv_recvs,
                 (unsigned long long)s.unexpected, (unsigned long long)s.out_of_order,
                 (unsigned long long)s.sync_acks, (unsigned long long)s.dropped_messages,
-                (unsigned long long)s.endpoints);
+                (unsigned long long)s.endpoints, (unsigned long long)s.ipc_sends,
+                (unsigned long long)s.staged_sends, (unsigned long long)s.ucx_device_sends,
+                (unsigned long long)s.device_recvs, (unsigned long long)s.classifier_host_hits,
+                (unsigned long long)s.classifier_device_hits,
+                (unsigned long long)s.classifier_misses, (unsigned long long)s.ipc_map_hits,
+                (unsigned long long)s.ipc_map_misses, (unsigned long long)s.ipc_map_evictions);
 }
 
 void mca_pml_gpuwire_close_engine(void)

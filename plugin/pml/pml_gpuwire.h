@@ -42,6 +42,11 @@ typedef struct {
     size_t rndv_threshold;
     bool err_handling;
     bool stats;
+    bool device;
+    bool ipc;
+    size_t ipc_threshold;
+    size_t ipc_cache_entries;
+    size_t ipc_cache_bytes;
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

@@ -21,6 +21,11 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .rndv_threshold = 0,
     .err_handling = false,
     .stats = false,
+    .device = true,
+    .ipc = true,
+    .ipc_threshold = 0,
+    .ipc_cache_entries = 512,
+    .ipc_cache_bytes = (size_t)64 << 30,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -79,6 +84,27 @@ static int component_register(void)
         c, "stats", "Print message and byte counters of every process at finalize",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.stats);
+    (void)mca_base_component_var_register(
+        c, "device", "Accept GPU buffers (CUDA) when a GPU and its driver are present",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.device);
+    (void)mca_base_component_var_register(
+        c, "ipc", "Move device buffers between processes of one node with CUDA IPC "
+                  "(over NVLink where present); off: staged through host memory",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc);
+    (void)mca_base_component_var_register(
+        c, "ipc_threshold", "Device messages of at least this many bytes use CUDA IPC",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_threshold);
+    (void)mca_base_component_var_register(
+        c, "ipc_cache_entries", "Peer GPU allocations kept mapped per process (LRU)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_cache_entries);
+    (void)mca_base_component_var_register(
+        c, "ipc_cache_bytes", "Bytes of peer GPU allocations kept mapped per process (LRU)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_cache_bytes);
     return OMPI_SUCCESS;
 }
 
@@ -87,6 +113,12 @@ static int component_open(void)
     if (mca_pml_gpuwire_params.verbose < 0) {
         opal_output(0, "pml:gpuwire: pml_gpuwire_verbose must be >= 0 (got %d)",
                     mca_pml_gpuwire_params.verbose);
+        return OMPI_ERR_BAD_PARAM;
+    }
+    if (mca_pml_gpuwire_params.ipc_cache_entries == 0 ||
+        mca_pml_gpuwire_params.ipc_cache_bytes == 0) {
+        opal_output(0, "pml:gpuwire: pml_gpuwire_ipc_cache_entries and _bytes must be > 0 "
+                       "(set pml_gpuwire_ipc 0 to switch CUDA IPC off)");
         return OMPI_ERR_BAD_PARAM;
     }
     mca_pml_gpuwire.output = opal_output_open(NULL);

@@ -31,6 +31,11 @@ void gw_engine_params_init(gw_engine_params_t *params)
 {
     std::memset(params, 0, sizeof(*params));
     params->verbose = GW_LOG_WARN;
+    params->device_support = 1;
+    params->ipc_enabled = 1;
+    params->ipc_threshold = 0;
+    params->ipc_cache_entries = 512;
+    params->ipc_cache_bytes = size_t{64} << 30;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,
@@ -97,6 +102,11 @@ int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req)
 }
 
 void gw_context_release(gw_engine_t *engine, uint32_t ctx) { engine->impl->context_release(ctx); }
+
+int gw_engine_has_device(const gw_engine_t *engine, const char **why_not)
+{
+    return engine->impl->has_device(why_not);
+}
 
 void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats)
 {

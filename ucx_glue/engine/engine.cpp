@@ -1,5 +1,7 @@
 #include "engine/engine.hpp"
 
+#include "gpuwire/cuda/ipc_blob.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +13,6 @@ namespace {
 
 constexpr uint8_t kWaitSend = 0x1;
 constexpr uint8_t kWaitAck = 0x2;
-constexpr uint32_t kFlagSync = 0x1;
 
 gw_status_t from_ucs(ucs_status_t s)
 {
@@ -42,7 +43,8 @@ T *op_of(gw_request_t *req)
 } // namespace
 
 Engine::Engine(const gw_engine_params_t &params)
-    : params_(params), lock_(params.thread_multiple != 0), peers_(params.npeers)
+    : params_(params), lock_(params.thread_multiple != 0), peers_(params.npeers),
+      local_(params.npeers, -1)
 {
     done_.reserve(64);
 }
@@ -133,6 +135,25 @@ gw_status_t Engine::init(std::string &why)
             return from_ucs(s);
         }
     }
+    ucp_context_attr_t ca{};
+    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(context_, &ca) == UCS_OK) {
+        path_.ucx_has_cuda = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    }
+    path_.ipc_enabled = params_.ipc_enabled != 0;
+    path_.ipc_threshold = params_.ipc_threshold;
+    if (params_.device_support) {
+        DeviceConfig dc;
+        dc.ipc_cache_entries = params_.ipc_cache_entries;
+        dc.ipc_cache_bytes = params_.ipc_cache_bytes;
+        dev_ = DevicePath::create(dc, device_why_);
+    } else {
+        device_why_ = "device support switched off";
+    }
+    log(GW_LOG_INFO, "device buffers: %s%s; UCX %s CUDA memory; same-node device path: %s",
+        dev_ ? "yes" : "no, ", dev_ ? "" : device_why_.c_str(),
+        path_.ucx_has_cuda ? "moves" : "cannot move",
+        path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
     log(GW_LOG_INFO, "engine up: peer %u of %u, worker address %zu bytes, %s threads",
         params_.my_peer, params_.npeers, address_length_,
         params_.thread_multiple ? "multiple" : "single");
@@ -173,6 +194,7 @@ void Engine::disconnect()
 
 Engine::~Engine()
 {
+    dev_.reset(); // waits for device copies in flight
     if (worker_) {
         disconnect();
         for (Peer &p : peers_) {
@@ -275,6 +297,14 @@ int Engine::progress()
 {
     lock_.lock();
     int n = static_cast<int>(ucp_worker_progress(worker_));
+    if (dev_ && dev_->busy()) {
+        n += dev_->poll([this](void *token, const cuda::Status &s) {
+            auto *op = static_cast<RecvOp *>(token);
+            if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
+            pending_acks_.push_back(PendingAck{op->ack_peer, op->ack_id});
+            complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
+        });
+    }
     if (!pending_acks_.empty()) flush_acks();
     bool any_done = done_head_ != done_.size();
     lock_.unlock();
@@ -285,6 +315,35 @@ int Engine::progress()
 // ---------------------------------------------------------------------------
 // Sending
 // ---------------------------------------------------------------------------
+
+bool Engine::peer_local(uint32_t peer)
+{
+    if (peer == params_.my_peer) return true;
+    int8_t &l = local_[peer];
+    if (l < 0) l = params_.peer_is_local && params_.peer_is_local(params_.resolve_ctx, peer) ? 1 : 0;
+    return l == 1;
+}
+
+Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi)
+{
+    if (!dev_ || len == 0) return Protocol::host;
+    cuda::Status s = dev_->classify(buf, len, mi);
+    if (!s) {
+        log(GW_LOG_WARN, "memory kind of %p unknown (%s): sent as host memory", buf,
+            s.message().c_str());
+        return Protocol::host;
+    }
+    if (!mi.on_gpu()) return Protocol::host;
+    SendTraits t{true, mi.legacy_ipc_exportable(), peer_local(peer)};
+    return choose_protocol(t, len, path_);
+}
+
+int Engine::device_of(const void *buf, size_t len)
+{
+    cuda::MemoryInfo mi;
+    if (!dev_ || len == 0 || !dev_->classify(buf, len, mi) || !mi.on_gpu()) return -1;
+    return mi.device >= 0 ? mi.device : 0;
+}
 
 gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                           int32_t tag, const void *buf, size_t len, unsigned flags)
@@ -300,15 +359,10 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     auto *op = new (req->priv) SendOp;
     op->req = req;
     op->engine = this;
+    op->side = nullptr;
     op->status = GW_OK;
     op->waiting = kWaitSend;
-    op->hdr = MsgHeader{ctx, my_rank, tag, params_.my_peer, peers_[peer].send_seq++, 0, 0};
-    if (flags & GW_SEND_SYNC) {
-        op->hdr.flags |= kFlagSync;
-        op->hdr.sync_id = next_sync_id_++;
-        op->waiting |= kWaitAck;
-        sync_waiting_.emplace(op->hdr.sync_id, op);
-    }
+    op->hdr = MsgHeader{ctx, my_rank, tag, params_.my_peer, 0, 0, 0};
     req->length = len;
 
     ucp_request_param_t rp{};
@@ -320,13 +374,70 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     if (params_.rndv_threshold) {
         rp.flags = len >= params_.rndv_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
     }
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, AM_MSG, &op->hdr, sizeof(op->hdr), buf, len, &rp);
+
+    // The one path decision of this message.
+    cuda::MemoryInfo mi;
+    Protocol proto = choose(peer, buf, len, mi);
+    const void *payload = buf;
+    size_t payload_len = len;
+    if (proto == Protocol::ipc) {
+        auto *blob = new (std::nothrow) cuda::IpcBlob;
+        cuda::Status es = blob ? dev_->export_range(mi, buf, len, blob)
+                               : cuda::Status::error(cuda::Errc::busy, "out of memory");
+        if (es) {
+            op->side = blob;
+            payload = blob;
+            payload_len = sizeof(*blob);
+            op->hdr.flags |= kFlagIpc;
+            op->waiting |= kWaitAck; // the receiver says when its copy is done
+            rp.flags = UCP_AM_SEND_FLAG_EAGER;
+            ++stats_.ipc_sends;
+        } else {
+            delete blob;
+            log(GW_LOG_INFO, "CUDA IPC export refused (%s): message staged",
+                es.message().c_str());
+            proto = Protocol::staged;
+        }
+    }
+    if (proto == Protocol::staged) {
+        void *bounce = std::malloc(len);
+        cuda::Status cs = bounce ? dev_->copy_sync(bounce, buf, len, mi.device >= 0 ? mi.device : 0)
+                                 : cuda::Status::error(cuda::Errc::busy, "out of memory");
+        if (!cs) {
+            std::free(bounce);
+            log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
+                cs.message().c_str());
+            lock_.unlock();
+            return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
+        }
+        op->side = bounce;
+        payload = bounce;
+        ++stats_.staged_sends;
+    } else if (proto == Protocol::ucx_device) {
+        rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+        ++stats_.ucx_device_sends;
+    }
+
+    op->hdr.seq = peers_[peer].send_seq++;
+    if ((flags & GW_SEND_SYNC) || (op->hdr.flags & kFlagIpc)) {
+        op->hdr.flags |= (flags & GW_SEND_SYNC) ? kFlagSync : 0;
+        op->hdr.sync_id = next_sync_id_++;
+        op->waiting |= kWaitAck;
+        sync_waiting_.emplace(op->hdr.sync_id, op);
+    }
+    ucs_status_ptr_t r =
+        ucp_am_send_nbx(ep, AM_MSG, &op->hdr, sizeof(op->hdr), payload, payload_len, &rp);
     ++stats_.sends;
     stats_.bytes_sent += len;
     if (UCS_PTR_IS_ERR(r)) {
         if (op->waiting & kWaitAck) sync_waiting_.erase(op->hdr.sync_id);
         log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
             ucs_status_string(UCS_PTR_STATUS(r)));
+        if (op->hdr.flags & kFlagIpc) {
+            delete static_cast<cuda::IpcBlob *>(op->side);
+        } else {
+            std::free(op->side);
+        }
         lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
@@ -346,6 +457,14 @@ void Engine::on_send_done(void *request, ucs_status_t status, void *user_data)
 void Engine::send_done(SendOp *op, ucs_status_t status)
 {
     op->waiting &= ~kWaitSend;
+    if (op->side) {
+        if (op->hdr.flags & kFlagIpc) {
+            delete static_cast<cuda::IpcBlob *>(op->side);
+        } else {
+            std::free(op->side);
+        }
+        op->side = nullptr;
+    }
     if (status != UCS_OK) {
         op->status = from_ucs(status);
         if (op->waiting & kWaitAck) {
@@ -445,9 +564,23 @@ ucs_status_t Engine::on_msg(void *arg, const void *header, size_t header_length,
     view.ctx = h.ctx;
     view.peer = h.src_peer;
     view.seq = h.seq;
-    view.sync_id = (h.flags & kFlagSync) ? h.sync_id : 0;
+    view.sync_id = (h.flags & (kFlagSync | kFlagIpc)) ? h.sync_id : 0;
+    view.flags = h.flags;
     view.length = length;
+    view.wire_length = length;
     view.data = data;
+    if (h.flags & kFlagIpc) {
+        // The payload is a descriptor; what a probe reports is the size it names.
+        cuda::IpcBlob blob;
+        if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+            !cuda::decode_ipc_blob(data, length, &blob)) {
+            e->log(GW_LOG_ERROR, "malformed CUDA IPC descriptor from process %u dropped",
+                   h.src_peer);
+            ++e->stats_.dropped_messages;
+            return UCS_OK;
+        }
+        view.length = blob.length;
+    }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         view.kind = InboundMsg::RNDV;
     } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
@@ -487,15 +620,15 @@ InboundMsg *Engine::store(const InboundMsg &view)
         ++stats_.dropped_messages;
         return nullptr;
     }
-    if (view.kind == InboundMsg::OWNED && view.length) {
-        m->data = std::malloc(view.length);
+    if (view.kind == InboundMsg::OWNED && view.wire_length) {
+        m->data = std::malloc(view.wire_length);
         if (!m->data) {
-            log(GW_LOG_ERROR, "out of memory queueing a %zu-byte message", view.length);
+            log(GW_LOG_ERROR, "out of memory queueing a %zu-byte message", view.wire_length);
             ++stats_.dropped_messages;
             delete m;
             return nullptr;
         }
-        std::memcpy(m->data, view.data, view.length);
+        std::memcpy(m->data, view.data, view.wire_length);
     }
     return m;
 }
@@ -536,6 +669,10 @@ void Engine::deliver(RecvOp *op, InboundMsg &msg, bool in_callback)
     req->tag = msg.tag;
     req->length = msg.length;
     ++stats_.recvs;
+    if (msg.flags & kFlagIpc) {
+        deliver_ipc(op, msg);
+        return;
+    }
     if (msg.sync_id) pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
 
     if (msg.length > op->cap) {
@@ -550,8 +687,7 @@ void Engine::deliver(RecvOp *op, InboundMsg &msg, bool in_callback)
     }
     stats_.bytes_received += msg.length;
     if (msg.kind != InboundMsg::RNDV) {
-        if (msg.length) std::memcpy(op->buf, msg.data, msg.length);
-        complete(req, GW_OK);
+        deliver_eager(op, msg);
         return;
     }
     ++stats_.rndv_recvs;
@@ -561,22 +697,120 @@ void Engine::deliver(RecvOp *op, InboundMsg &msg, bool in_callback)
     rp.cb.recv_am = &Engine::on_rndv_done;
     rp.user_data = op;
     rp.memory_type = UCS_MEMORY_TYPE_HOST;
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker_, msg.data, op->buf, msg.length, &rp);
+    void *dst = op->buf;
+    if (op->device >= 0) {
+        ++stats_.device_recvs;
+        if (path_.ucx_has_cuda) {
+            rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+        } else {
+            // UCX cannot write device memory: land in host memory, then copy.
+            op->bounce = std::malloc(msg.length);
+            if (!op->bounce) {
+                ucp_am_data_release(worker_, msg.data);
+                msg.data = nullptr;
+                complete(req, GW_ERR_NO_MEMORY);
+                return;
+            }
+            dst = op->bounce;
+        }
+    }
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker_, msg.data, dst, msg.length, &rp);
     msg.data = nullptr; // UCX owns the descriptor now
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "rendezvous receive of %zu bytes failed: %s", msg.length,
             ucs_status_string(UCS_PTR_STATUS(r)));
-        complete(req, from_ucs(UCS_PTR_STATUS(r)));
+        on_rndv_done(nullptr, UCS_PTR_STATUS(r), 0, op);
     } else if (r == nullptr) {
-        complete(req, GW_OK);
+        on_rndv_done(nullptr, UCS_OK, msg.length, op);
     }
 }
 
-void Engine::on_rndv_done(void *request, ucs_status_t status, size_t, void *user_data)
+void Engine::deliver_eager(RecvOp *op, InboundMsg &msg)
+{
+    if (op->device < 0) {
+        if (msg.length) std::memcpy(op->buf, msg.data, msg.length);
+        complete(op->req, GW_OK);
+        return;
+    }
+    ++stats_.device_recvs;
+    cuda::Status s = dev_->copy_sync(op->buf, msg.data, msg.length, op->device);
+    if (!s) log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+    complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
+}
+
+// The payload stays in the sender's GPU memory: map it (once per allocation)
+// and copy it into the receive buffer; the acknowledgement tells the sender
+// when its buffer is free again.
+void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
+{
+    gw_request_t *req = op->req;
+    op->ack_peer = msg.peer;
+    op->ack_id = msg.sync_id;
+    cuda::IpcBlob blob;
+    if (!cuda::decode_ipc_blob(msg.data, msg.wire_length, &blob)) {
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, GW_ERR_TRANSPORT);
+        return;
+    }
+    if (blob.length > op->cap) {
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, GW_ERR_TRUNCATE);
+        return;
+    }
+    if (!dev_) {
+        log(GW_LOG_ERROR, "a device message arrived but this process has no GPU: %s",
+            device_why_.c_str());
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, GW_ERR_UNSUPPORTED);
+        return;
+    }
+    int device = op->device >= 0 ? op->device : dev_->device_of_uuid(blob.device_uuid);
+    if (device < 0) device = 0;
+    cuda::IpcMapping mapping;
+    const void *src;
+    if (msg.peer == params_.my_peer) {
+        src = reinterpret_cast<const void *>(blob.base + blob.offset); // our own memory
+    } else {
+        auto m = dev_->map(msg.peer, blob, device);
+        if (!m) {
+            log(GW_LOG_ERROR, "CUDA IPC mapping of process %u's buffer failed: %s", msg.peer,
+                m.status().message().c_str());
+            pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+            complete(req, GW_ERR_TRANSPORT);
+            return;
+        }
+        mapping = std::move(*m);
+        src = mapping.ptr();
+    }
+    ++stats_.device_recvs;
+    stats_.bytes_received += blob.length;
+    cuda::Status s = dev_->start_copy(op->buf, src, blob.length, device, std::move(mapping), op);
+    if (!s) {
+        log(GW_LOG_ERROR, "device copy of %llu bytes failed to start: %s",
+            (unsigned long long)blob.length, s.message().c_str());
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, GW_ERR_TRANSPORT);
+    }
+}
+
+void Engine::on_rndv_done(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     auto *op = static_cast<RecvOp *>(user_data);
-    ucp_request_free(request);
-    op->engine->complete(op->req, from_ucs(status));
+    Engine *e = op->engine;
+    if (request) ucp_request_free(request);
+    gw_status_t st = from_ucs(status);
+    if (op->bounce) {
+        if (st == GW_OK) {
+            cuda::Status s = e->dev_->copy_sync(op->buf, op->bounce, op->req->length, op->device);
+            if (!s) {
+                e->log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+                st = GW_ERR_TRANSPORT;
+            }
+        }
+        std::free(op->bounce);
+        op->bounce = nullptr;
+    }
+    e->complete(op->req, st);
 }
 
 gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
@@ -590,7 +824,11 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
     op->ctx = ctx;
     op->req = req;
     op->engine = this;
+    op->bounce = nullptr;
+    op->ack_peer = 0;
+    op->ack_id = 0;
     lock_.lock();
+    op->device = device_of(buf, cap);
     Context &c = context(ctx);
     InboundMsg *m = c.match_unexpected(source, tag);
     if (m) {
@@ -637,7 +875,11 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
     op->ctx = m->ctx;
     op->req = req;
     op->engine = this;
+    op->bounce = nullptr;
+    op->ack_peer = 0;
+    op->ack_id = 0;
     lock_.lock();
+    op->device = device_of(buf, cap);
     deliver(op, *m, false);
     release(m);
     lock_.unlock();
@@ -658,6 +900,21 @@ int Engine::cancel_recv(gw_request_t *req)
     lock_.unlock();
     run_completions();
     return cancelled;
+}
+
+void Engine::stats(gw_engine_stats_t *out) const
+{
+    *out = stats_;
+    if (dev_) {
+        auto c = dev_->classifier_counters();
+        out->classifier_host_hits = c.host_hits;
+        out->classifier_device_hits = c.device_hits;
+        out->classifier_misses = c.misses;
+        auto m = dev_->mapping_counters();
+        out->ipc_map_hits = m.hits;
+        out->ipc_map_misses = m.misses;
+        out->ipc_map_evictions = m.evictions;
+    }
 }
 
 void Engine::context_release(uint32_t ctx)

@@ -20,7 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/device_path.hpp"
 #include "engine/matching.hpp"
+#include "engine/protocol.hpp"
 #include "engine/wire.hpp"
 #include "gpuwire/engine.h"
 
@@ -37,7 +39,9 @@ struct InboundMsg {
     uint32_t peer = 0;
     uint32_t seq = 0;
     uint64_t sync_id = 0;
-    size_t length = 0;
+    uint32_t flags = 0;
+    size_t length = 0;      // payload bytes (for IPC: the bytes the descriptor names)
+    size_t wire_length = 0; // bytes at data
     void *data = nullptr;
     enum Kind : uint8_t { OWNED, UCX_DATA, RNDV } kind = OWNED;
 };
@@ -52,12 +56,17 @@ struct RecvOp {
     uint32_t ctx;
     gw_request_t *req;
     Engine *engine;
+    int32_t device;   // GPU of buf, or -1 for host memory
+    void *bounce;     // host landing buffer of a rendezvous into device memory
+    uint32_t ack_peer; // acknowledgement owed once a device copy is done
+    uint64_t ack_id;
 };
 
 struct SendOp {
     MsgHeader hdr; // UCX reads it until the send completes
     gw_request_t *req;
     Engine *engine;
+    void *side;      // heap: IPC descriptor or staged copy, freed when UCX is done
     uint8_t waiting; // bits: kWaitSend, kWaitAck
     gw_status_t status;
 };
@@ -108,7 +117,12 @@ public:
     gw_status_t imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap);
     int cancel_recv(gw_request_t *req);
     void context_release(uint32_t ctx);
-    void stats(gw_engine_stats_t *out) const { *out = stats_; }
+    void stats(gw_engine_stats_t *out) const;
+    int has_device(const char **why_not) const
+    {
+        if (why_not) *why_not = device_why_.c_str();
+        return dev_ != nullptr;
+    }
 
     // Runs the completion callbacks queued so far, without the lock held.
     void run_completions();
@@ -150,8 +164,13 @@ private:
     InboundMsg *store(const InboundMsg &view);
     void release(InboundMsg *msg);
     void deliver(RecvOp *op, InboundMsg &msg, bool in_callback);
+    void deliver_ipc(RecvOp *op, InboundMsg &msg);
+    void deliver_eager(RecvOp *op, InboundMsg &msg);
     void send_done(SendOp *op, ucs_status_t status);
     void flush_acks();
+    bool peer_local(uint32_t peer);
+    Protocol choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi);
+    int device_of(const void *buf, size_t len);
 
     gw_engine_params_t params_;
     EngineLock lock_;
@@ -168,6 +187,11 @@ private:
     std::vector<gw_request_t *> done_;
     size_t done_head_ = 0;
     gw_engine_stats_t stats_{};
+
+    std::unique_ptr<DevicePath> dev_;
+    std::string device_why_;
+    PathConfig path_;
+    std::vector<int8_t> local_; // -1 unknown, 0 remote, 1 same node
 };
 
 } // namespace gpuwire::engine

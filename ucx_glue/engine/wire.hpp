@@ -21,7 +21,13 @@
 //   seq      per (sender, receiver) sequence number: restores send order
 //   sync_id  nonzero: the sender waits for AM_SYNC_ACK carrying it
 //
-// AM_SYNC_ACK header (8 bytes): the sync_id of the matched message.
+//   flags    kFlagSync: synchronous send; kFlagIpc: the payload is a CUDA IPC
+//            descriptor (cuda/ipc_blob.hpp) of the real payload, which the
+//            receiver copies from the mapping, then acknowledges with sync_id
+//
+// AM_SYNC_ACK header (8 bytes): the sync_id of the matched message (for an
+// IPC message: sent once the receiver's copy is done, so the sender may reuse
+// its buffer).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,9 @@ enum AmId : unsigned {
     AM_MSG = 1,
     AM_SYNC_ACK = 2,
 };
+
+constexpr uint32_t kFlagSync = 0x1;
+constexpr uint32_t kFlagIpc = 0x2;
 
 struct MsgHeader {
     uint32_t ctx;

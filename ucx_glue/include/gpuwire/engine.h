@@ -109,6 +109,16 @@ typedef struct {
     size_t rndv_threshold;
     /* UCX endpoint error handling: 0 none (fastest), 1 peer failure detection. */
     int err_mode_peer;
+
+    /* Device buffers. */
+    int device_support;        /* nonzero: use the GPU when one is present */
+    /* Nonzero when the peer runs on this node (CUDA IPC possible). NULL: only
+     * this process itself is local. */
+    int (*peer_is_local)(void *ctx, uint32_t peer);
+    int ipc_enabled;           /* nonzero: same-node device messages use CUDA IPC */
+    size_t ipc_threshold;      /* device messages of at least this size use IPC */
+    size_t ipc_cache_entries;  /* mapped peer allocations kept, per process */
+    size_t ipc_cache_bytes;    /* bytes of mapped peer allocations kept */
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -171,7 +181,13 @@ typedef struct {
     uint64_t eager_sends, rndv_recvs, unexpected, out_of_order, sync_acks;
     uint64_t dropped_messages;
     uint64_t endpoints;
+    uint64_t ipc_sends, staged_sends, ucx_device_sends, device_recvs;
+    uint64_t classifier_host_hits, classifier_device_hits, classifier_misses;
+    uint64_t ipc_map_hits, ipc_map_misses, ipc_map_evictions;
 } gw_engine_stats_t;
+
+/* Whether the engine found a GPU it can use ("" reason when it did). */
+int gw_engine_has_device(const gw_engine_t *engine, const char **why_not);
 void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats);
 
 #ifdef __cplusplus

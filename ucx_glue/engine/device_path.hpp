@@ -1,0 +1,114 @@
+// The engine's GPU side: memory classification, IPC export and mapping,
+// streams, and the device copies in flight. Created only when a CUDA driver
+// and at least one GPU are present; without it every buffer is host memory.
+//
+// Ownership: owns the classifier, the exporter, the mapping cache and the
+// stream pool; a pending copy owns its IPC mapping lease and bounce buffer.
+// Threading: used under the engine's lock only.
+#pragma once
+
+#include <cstdint>
+#include <array>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/ipc_blob.hpp"
+#include "gpuwire/cuda/ipc_exporter.hpp"
+#include "gpuwire/cuda/ipc_mapping_cache.hpp"
+#include "gpuwire/cuda/memory_classifier.hpp"
+#include "gpuwire/cuda/stream.hpp"
+
+namespace gpuwire::engine {
+
+struct DeviceConfig {
+    size_t ipc_cache_entries = 512;
+    size_t ipc_cache_bytes = size_t{64} << 30;
+    int streams_per_device = 4;
+};
+
+class DevicePath {
+public:
+    // Returns nullptr (with the reason in why) when there is no usable GPU.
+    static std::unique_ptr<DevicePath> create(const DeviceConfig &config, std::string &why);
+    ~DevicePath();
+
+    // Memory kind of a buffer; on a driver error the buffer is taken as host
+    // memory and the error is returned for logging.
+    cuda::Status classify(const void *buf, size_t len, cuda::MemoryInfo &out)
+    {
+        return classifier_.classify(buf, len, out);
+    }
+    void forget_range(const void *addr, size_t len) { classifier_.invalidate(addr, len); }
+
+    cuda::Status export_range(const cuda::MemoryInfo &mi, const void *buf, size_t len,
+                              cuda::IpcBlob *blob)
+    {
+        return exporter_.export_range(mi, buf, len, blob);
+    }
+
+    // The local ordinal of the GPU with this UUID, or -1.
+    int device_of_uuid(const uint8_t uuid[16]) const;
+
+    // Synchronous copy between any two kinds of memory, on `device`'s stream.
+    cuda::Status copy_sync(void *dst, const void *src, size_t len, int device);
+
+    // Starts an asynchronous copy; `token` comes back from poll() when it is done.
+    struct Pending {
+        void *token;
+        cuda::IpcMapping mapping;
+        cuda::TrackedStream *stream;
+        uint64_t ticket;
+    };
+    cuda::Status start_copy(void *dst, const void *src, size_t len, int device,
+                            cuda::IpcMapping mapping, void *token);
+    // Opens (or finds) the mapping of a peer's exported range.
+    cuda::Result<cuda::IpcMapping> map(uint32_t peer, const cuda::IpcBlob &blob, int device)
+    {
+        return mappings_.acquire(peer, blob, device);
+    }
+
+    // Calls done(token, status) for every finished copy; returns how many.
+    template <class F>
+    int poll(F &&done)
+    {
+        int n = 0;
+        while (!pending_.empty()) {
+            Pending &p = pending_.front();
+            if (!p.stream->reached(p.ticket)) {
+                cuda::Status s = p.stream->check();
+                if (s) break;
+                done(p.token, s); // the stream failed: report, drop
+            } else {
+                done(p.token, cuda::Status{});
+            }
+            pending_.pop_front();
+            ++n;
+        }
+        return n;
+    }
+    bool busy() const { return !pending_.empty(); }
+
+    cuda::ClassifierCounters classifier_counters() const { return classifier_.counters(); }
+    cuda::IpcCacheCounters mapping_counters() const { return mappings_.counters(); }
+    cuda::IpcExporterCounters exporter_counters() const { return exporter_.counters(); }
+
+private:
+    explicit DevicePath(const DeviceConfig &config);
+
+    cuda::Driver &driver_;
+    cuda::MemoryClassifier classifier_;
+    cuda::IpcExporter exporter_;
+    cuda::IpcMappingCache mappings_;
+    cuda::StreamPool streams_;
+    std::vector<std::array<uint8_t, 16>> uuids_;
+    // Copies complete in the order they were issued per stream; one FIFO of
+    // all of them is polled from the front (a later copy on another stream
+    // waits for the earlier one to be seen, which costs nothing measurable).
+    std::deque<Pending> pending_;
+};
+
+} // namespace gpuwire::engine

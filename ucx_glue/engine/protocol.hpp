@@ -1,0 +1,39 @@
+// The one place where a message's path is decided: memory kind x locality x
+// size -> protocol. Nothing downstream re-checks what is decided here.
+#pragma once
+
+#include <cstddef>
+
+namespace gpuwire::engine {
+
+enum class Protocol {
+    host,       // the bytes go to UCX as host memory (eager or rendezvous)
+    ipc,        // same node, device memory: the receiver copies from a CUDA IPC mapping
+    ucx_device, // device pointer handed to a UCX that moves CUDA memory (GPUDirect RDMA)
+    staged,     // device memory copied through host memory by gpuwire
+};
+
+struct PathConfig {
+    bool ipc_enabled = true;
+    size_t ipc_threshold = 0;  // device messages of at least this size use IPC
+    bool ucx_has_cuda = false; // the UCX in use reports CUDA memory support
+};
+
+struct SendTraits {
+    bool on_gpu = false;        // device, managed or VMM memory
+    bool ipc_exportable = false; // legacy CUDA IPC accepts the allocation
+    bool peer_local = false;    // the receiver runs on this node
+};
+
+constexpr Protocol choose_protocol(const SendTraits &t, size_t len, const PathConfig &c)
+{
+    if (!t.on_gpu || len == 0) return Protocol::host;
+    if (t.peer_local && c.ipc_enabled && t.ipc_exportable && len >= c.ipc_threshold)
+        return Protocol::ipc;
+    if (c.ucx_has_cuda) return Protocol::ucx_device;
+    return Protocol::staged;
+}
+
+const char *protocol_name(Protocol p);
+
+} // namespace gpuwire::engine
