@@ -1,25 +1,50 @@
 /*
  * Every difference between the Open MPI releases gpuwire builds against lives
  * here. The engine does not see Open MPI at all; the components use these
- * names only.
+ * names only. Read from Debian's 4.1.4 and 5.0.7 devel headers:
  *
- *   what                         4.1                       5.0
- *   PML component version macro  MCA_PML_BASE_VERSION_2_0_0 MCA_PML_BASE_VERSION_2_1_0
- *   PMIx modex header            opal/mca/pmix/pmix.h       opal/mca/pmix/pmix-internal.h
- *   job-wide fence               opal_pmix.fence()          PMIx_Fence()
- *   process count                ompi_process_info.num_procs (both)
+ *   what                       4.1                              5.0
+ *   PML component struct       mca_pml_base_component_2_0_0_t   mca_pml_base_component_2_1_0_t
+ *                              (same four members in both)
+ *   PML version macro          MCA_PML_BASE_VERSION_2_0_0       MCA_PML_BASE_VERSION_2_1_0
+ *   PML module struct          has pml_ft_event                 no pml_ft_event; has
+ *                                                               pml_revoke_comm (base fills a
+ *                                                               NULL) and pml_get_transports
+ *                              (the module is set up with designated initializers: no #if)
+ *   communicator context id    c_contextid, uint32_t, equal     c_contextid is the 128-bit
+ *                              in every member                  extended id; c_index
+ *                                                               (ompi_comm_get_local_cid) is
+ *                                                               equal in every member because
+ *                                                               gpuwire does not set
+ *                                                               MCA_PML_BASE_FLAG_SUPPORTS_EXT_CID
+ *                                                               (sessions-only calls such as
+ *                                                               MPI_Comm_create_from_group
+ *                                                               then fail with
+ *                                                               MPI_ERR_UNSUPPORTED_OPERATION)
+ *   PMIx modex header          opal/mca/pmix/pmix.h             opal/mca/pmix/pmix-internal.h
+ *                                                               (includes the external <pmix.h>)
+ *   modex scope                OPAL_PMIX_GLOBAL                 PMIX_GLOBAL
+ *   job-wide fence             opal_pmix.fence()                PMIx_Fence()
+ *   own name, process count    OMPI_PROC_MY_NAME,               the same names (orte_* in 4.1,
+ *                              ompi_process_info.num_procs      opal_process_info in 5.0)
+ *   progress registration,     opal_progress_register,          unchanged
+ *   requests, datatypes,       OMPI_REQUEST_INIT, opal_free_list,
+ *   convertor, bsend           opal_convertor_*, mca_pml_base_bsend_*
  */
 #ifndef GPUWIRE_COMPAT_H
 #define GPUWIRE_COMPAT_H
 
 #include "ompi_config.h"
+#include "ompi/communicator/communicator.h"
 #include "ompi/mca/pml/pml.h"
 
 #if OMPI_MAJOR_VERSION == 4
 #include "opal/mca/pmix/pmix.h"
 #define GW_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_0_0
 typedef mca_pml_base_component_2_0_0_t gw_pml_component_t;
+#define GW_MODEX_SCOPE_GLOBAL OPAL_PMIX_GLOBAL
 static inline int gw_compat_fence(void) { return opal_pmix.fence(NULL, 0); }
+static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm) { return comm->c_contextid; }
 #elif OMPI_MAJOR_VERSION == 5
 #include "opal/mca/pmix/pmix-internal.h"
 #define GW_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0
@@ -27,6 +52,11 @@ typedef mca_pml_base_component_2_1_0_t gw_pml_component_t;
 static inline int gw_compat_fence(void)
 {
     return PMIx_Fence(NULL, 0, NULL, 0) == PMIX_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+}
+#define GW_MODEX_SCOPE_GLOBAL PMIX_GLOBAL
+static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm)
+{
+    return ompi_comm_get_local_cid(comm);
 }
 #else
 #error "gpuwire supports Open MPI 4.1 and 5.0"

@@ -106,7 +106,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     size_t len;
     int rc;
     gw_engine_address(mca_pml_gpuwire.engine, &addr, &len);
-    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &mca_pml_gpuwire_component.pmlm_version, addr, len);
+    OPAL_MODEX_SEND(rc, GW_MODEX_SCOPE_GLOBAL, &mca_pml_gpuwire_component.pmlm_version, addr, len);
     if (OPAL_SUCCESS != rc) {
         opal_output(0, "pml:gpuwire: declined: the worker address could not be published (%d)", rc);
         gw_engine_destroy(mca_pml_gpuwire.engine);
@@ -199,7 +199,7 @@ static int pml_add_comm(struct ompi_communicator_t *comm) { return OMPI_SUCCESS;
 
 static int pml_del_comm(struct ompi_communicator_t *comm)
 {
-    gw_context_release(mca_pml_gpuwire.engine, comm->c_contextid);
+    gw_context_release(mca_pml_gpuwire.engine, gw_comm_cid(comm));
     return OMPI_SUCCESS;
 }
 
@@ -322,7 +322,7 @@ static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int d
     if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
     rc = pml_gw_send_prepare(&b.req, &addr, &len);
     if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
-    gw_status_t st = gw_isend(mca_pml_gpuwire.engine, &b.req.gw, peer, comm->c_contextid,
+    gw_status_t st = gw_isend(mca_pml_gpuwire.engine, &b.req.gw, peer, gw_comm_cid(comm),
                               ompi_comm_rank(comm), tag, addr, len,
                               mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0);
     if (OPAL_UNLIKELY(GW_OK != st)) {
@@ -345,7 +345,7 @@ static int pml_recv_blocking(void *buf, size_t count, ompi_datatype_t *dtype, in
     int rc = pml_gw_recv_prepare(&b.req, &addr, &cap);
     if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
     gw_status_t st = msg ? gw_imrecv(mca_pml_gpuwire.engine, &b.req.gw, msg, addr, cap)
-                         : gw_irecv(mca_pml_gpuwire.engine, &b.req.gw, comm->c_contextid, src,
+                         : gw_irecv(mca_pml_gpuwire.engine, &b.req.gw, gw_comm_cid(comm), src,
                                     tag, addr, cap);
     if (OPAL_UNLIKELY(GW_OK != st)) {
         pml_gw_staging_release(&b.req);
@@ -381,10 +381,10 @@ static int pml_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
 {
     gw_probe_info_t info;
     gw_engine_t *e = mca_pml_gpuwire.engine;
-    *matched = gw_iprobe(e, comm->c_contextid, src, tag, &info);
+    *matched = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
     if (!*matched) {
         opal_progress();
-        *matched = gw_iprobe(e, comm->c_contextid, src, tag, &info);
+        *matched = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
     }
     if (*matched) probe_status(&info, status);
     return OMPI_SUCCESS;
@@ -393,7 +393,7 @@ static int pml_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
 static int pml_probe(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status)
 {
     gw_probe_info_t info;
-    while (!gw_iprobe(mca_pml_gpuwire.engine, comm->c_contextid, src, tag, &info)) {
+    while (!gw_iprobe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info)) {
         opal_progress();
     }
     probe_status(&info, status);
@@ -418,10 +418,10 @@ static int pml_improbe(int src, int tag, ompi_communicator_t *comm, int *matched
     gw_probe_info_t info;
     gw_message_t *m = NULL;
     gw_engine_t *e = mca_pml_gpuwire.engine;
-    *matched = gw_improbe(e, comm->c_contextid, src, tag, &info, &m);
+    *matched = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
     if (!*matched) {
         opal_progress();
-        *matched = gw_improbe(e, comm->c_contextid, src, tag, &info, &m);
+        *matched = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
     }
     if (!*matched) return OMPI_SUCCESS;
     *message = make_message(comm, m, &info);
@@ -435,7 +435,7 @@ static int pml_mprobe(int src, int tag, ompi_communicator_t *comm, ompi_message_
 {
     gw_probe_info_t info;
     gw_message_t *m = NULL;
-    while (!gw_improbe(mca_pml_gpuwire.engine, comm->c_contextid, src, tag, &info, &m)) {
+    while (!gw_improbe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info, &m)) {
         opal_progress();
     }
     *message = make_message(comm, m, &info);

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "gpuwire_pin.h"
 #include "gpuwire_version.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -55,6 +56,10 @@ static int component_register(void)
     if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
                            running, "pml", why, sizeof(why)) != 0) {
         opal_output(0, "%s", why);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    if (gw_pin_self(&mca_pml_gpuwire_component, why, sizeof(why)) != 0) {
+        opal_output(0, "pml:gpuwire: %s", why);
         return OMPI_ERR_NOT_SUPPORTED;
     }
 

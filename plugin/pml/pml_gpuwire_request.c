@@ -261,7 +261,7 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
         rc = pml_gw_send_prepare(req, &addr, &len);
         if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
         unsigned flags = req->mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0;
-        st = gw_isend(engine, &req->gw, peer, req->comm->c_contextid, ompi_comm_rank(req->comm),
+        st = gw_isend(engine, &req->gw, peer, gw_comm_cid(req->comm), ompi_comm_rank(req->comm),
                       req->tag, addr, len, flags);
     } else {
         void *addr;
@@ -272,7 +272,7 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
             gw_message_t *msg = req->message;
             st = gw_imrecv(engine, &req->gw, msg, addr, cap);
         } else {
-            st = gw_irecv(engine, &req->gw, req->comm->c_contextid, req->peer, req->tag, addr,
+            st = gw_irecv(engine, &req->gw, gw_comm_cid(req->comm), req->peer, req->tag, addr,
                           cap);
         }
     }

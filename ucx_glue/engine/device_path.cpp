@@ -2,6 +2,7 @@
 
 #include <ucm/api/ucm.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/protocol.hpp"
@@ -25,37 +26,36 @@ namespace {
 // The classifier caches "plain host" answers by page range; such an answer
 // stays right until the range is unmapped, so every unmap of the process is
 // forwarded to it (UCM hooks munmap, mremap, shmdt and brk).
-std::atomic<DevicePath *> g_unmap_target{nullptr};
-
-void on_vm_unmapped(ucm_event_type_t, ucm_event_t *event, void *)
+void on_vm_unmapped(ucm_event_type_t, ucm_event_t *event, void *arg)
 {
-    DevicePath *d = g_unmap_target.load(std::memory_order_acquire);
-    if (d) d->forget_range(event->vm_unmapped.address, event->vm_unmapped.size);
-}
-
-bool install_unmap_hook()
-{
-    return ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, nullptr) == UCS_OK;
-}
-
-cuda::ClassifierConfig classifier_config()
-{
-    cuda::ClassifierConfig c;
-    // Without unmap events a cached host answer could outlive its mapping:
-    // then ask the driver every time instead.
-    static const bool hooked = install_unmap_hook();
-    if (!hooked) c.host_entries = 0;
-    return c;
+    static_cast<DevicePath *>(arg)->forget_range(event->vm_unmapped.address,
+                                                  event->vm_unmapped.size);
 }
 
 } // namespace
+
+// Without unmap events a cached host answer could outlive its mapping: then
+// the classifier asks the driver every time instead.
+cuda::ClassifierConfig DevicePath::classifier_config()
+{
+    cuda::ClassifierConfig c;
+    unmap_hooked_ =
+        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, this) == UCS_OK;
+    if (!unmap_hooked_) c.host_entries = 0;
+    return c;
+}
 
 DevicePath::DevicePath(const DeviceConfig &config)
     : driver_(cuda::Driver::instance()),
       classifier_(driver_, classifier_config()),
       exporter_(driver_),
       mappings_(driver_, cuda::IpcCacheConfig{config.ipc_cache_entries, config.ipc_cache_bytes}),
-      streams_(cuda::StreamPoolConfig{config.streams_per_device, 0, false})
+      streams_(cuda::StreamPoolConfig{config.streams_per_device, 0, false}),
+      pinned_(driver_, cuda::PinnedPoolConfig{
+                           config.staging_chunk_bytes, 2,
+                           std::max<size_t>(1, config.staging_max_bytes /
+                                                   (2 * config.staging_chunk_bytes)),
+                           0})
 {
 }
 
@@ -76,7 +76,6 @@ std::unique_ptr<DevicePath> DevicePath::create(const DeviceConfig &config, std::
         if (!drv.device_uuid(i, u.data())) u.fill(0);
         d->uuids_.push_back(u);
     }
-    g_unmap_target.store(d.get(), std::memory_order_release);
     return d;
 }
 
@@ -88,8 +87,7 @@ DevicePath::~DevicePath()
         }
     }
     pending_.clear();
-    DevicePath *self = this;
-    g_unmap_target.compare_exchange_strong(self, nullptr);
+    if (unmap_hooked_) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, this);
 }
 
 int DevicePath::device_of_uuid(const uint8_t uuid[16]) const
@@ -107,6 +105,53 @@ cuda::Status DevicePath::copy_sync(void *dst, const void *src, size_t len, int d
     cuda::Status st = cuda::copy_async(dst, src, len, (*s)->stream());
     if (!st) return st;
     return (*s)->stream().synchronize();
+}
+
+cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len, int device,
+                                         bool to_device)
+{
+    auto c0 = pinned_.acquire();
+    if (!c0) return copy_sync(dst, src, len, device); // staging exhausted: direct copy
+    auto c1 = pinned_.acquire();
+    auto ts = streams_.get(device, 0);
+    if (!ts) return ts.status();
+    cuda::TrackedStream *s = *ts;
+    cuda::PinnedChunk *chunk[2] = {&*c0, c1 ? &*c1 : &*c0};
+    uint64_t ticket[2] = {0, 0};
+    const size_t piece = chunk[0]->size();
+    auto wait = [&](uint64_t t) -> cuda::Status {
+        while (t && !s->reached(t)) {
+            cuda::Status st = s->check();
+            if (!st) return st;
+        }
+        return cuda::Status{};
+    };
+    for (size_t off = 0, i = 0; off < len; off += piece, ++i) {
+        size_t n = std::min(piece, len - off);
+        unsigned b = i & 1;
+        cuda::Status st = wait(ticket[b]); // the chunk's previous DMA is done
+        if (!st) return st;
+        char *pin = static_cast<char *>(chunk[b]->data());
+        if (to_device) {
+            std::memcpy(pin, static_cast<const char *>(src) + off, n);
+            st = cuda::copy_async(static_cast<char *>(dst) + off, pin, n, s->stream());
+        } else {
+            st = cuda::copy_async(pin, static_cast<const char *>(src) + off, n, s->stream());
+            if (st) {
+                auto t = s->mark();
+                if (!t) return t.status();
+                st = wait(*t);
+                if (st) std::memcpy(static_cast<char *>(dst) + off, pin, n);
+                continue;
+            }
+        }
+        if (!st) return st;
+        auto t = s->mark();
+        if (!t) return t.status();
+        ticket[b] = *t;
+    }
+    cuda::Status st = wait(ticket[0]);
+    return st ? wait(ticket[1]) : st;
 }
 
 cuda::Status DevicePath::start_copy(void *dst, const void *src, size_t len, int device,

@@ -20,6 +20,7 @@
 #include "gpuwire/cuda/ipc_exporter.hpp"
 #include "gpuwire/cuda/ipc_mapping_cache.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
+#include "gpuwire/cuda/pinned_pool.hpp"
 #include "gpuwire/cuda/stream.hpp"
 
 namespace gpuwire::engine {
@@ -28,6 +29,8 @@ struct DeviceConfig {
     size_t ipc_cache_entries = 512;
     size_t ipc_cache_bytes = size_t{64} << 30;
     int streams_per_device = 4;
+    size_t staging_chunk_bytes = size_t{4} << 20;
+    size_t staging_max_bytes = size_t{64} << 20; // pinned host memory for staging
 };
 
 class DevicePath {
@@ -55,6 +58,12 @@ public:
 
     // Synchronous copy between any two kinds of memory, on `device`'s stream.
     cuda::Status copy_sync(void *dst, const void *src, size_t len, int device);
+    // Synchronous copy between pageable host memory and GPU memory through
+    // pinned chunks (a copy from or to pageable memory is several times
+    // slower): two chunks alternate so the CPU copy of one overlaps the DMA of
+    // the other. to_device: src is host, dst is on the GPU; else the reverse.
+    cuda::Status copy_via_pinned(void *dst, const void *src, size_t len, int device,
+                                 bool to_device);
 
     // Starts an asynchronous copy; `token` comes back from poll() when it is done.
     struct Pending {
@@ -98,12 +107,15 @@ public:
 
 private:
     explicit DevicePath(const DeviceConfig &config);
+    cuda::ClassifierConfig classifier_config();
 
+    bool unmap_hooked_ = false; // set before classifier_ is built (declared first)
     cuda::Driver &driver_;
     cuda::MemoryClassifier classifier_;
     cuda::IpcExporter exporter_;
     cuda::IpcMappingCache mappings_;
     cuda::StreamPool streams_;
+    cuda::PinnedPool pinned_;
     std::vector<std::array<uint8_t, 16>> uuids_;
     // Copies complete in the order they were issued per stream; one FIFO of
     // all of them is polled from the front (a later copy on another stream

@@ -401,8 +401,9 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     }
     if (proto == Protocol::staged) {
         void *bounce = std::malloc(len);
-        cuda::Status cs = bounce ? dev_->copy_sync(bounce, buf, len, mi.device >= 0 ? mi.device : 0)
-                                 : cuda::Status::error(cuda::Errc::busy, "out of memory");
+        cuda::Status cs =
+            bounce ? dev_->copy_via_pinned(bounce, buf, len, mi.device >= 0 ? mi.device : 0, false)
+                   : cuda::Status::error(cuda::Errc::busy, "out of memory");
         if (!cs) {
             std::free(bounce);
             log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
@@ -620,7 +621,10 @@ InboundMsg *Engine::store(const InboundMsg &view)
         ++stats_.dropped_messages;
         return nullptr;
     }
-    if (view.kind == InboundMsg::OWNED && view.wire_length) {
+    if (view.kind == InboundMsg::OWNED) {
+        // The transient bytes are UCX's: keep a copy (or nothing, when empty).
+        m->data = nullptr;
+        if (view.wire_length == 0) return m;
         m->data = std::malloc(view.wire_length);
         if (!m->data) {
             log(GW_LOG_ERROR, "out of memory queueing a %zu-byte message", view.wire_length);
@@ -733,7 +737,7 @@ void Engine::deliver_eager(RecvOp *op, InboundMsg &msg)
         return;
     }
     ++stats_.device_recvs;
-    cuda::Status s = dev_->copy_sync(op->buf, msg.data, msg.length, op->device);
+    cuda::Status s = dev_->copy_via_pinned(op->buf, msg.data, msg.length, op->device, true);
     if (!s) log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
     complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
 }
@@ -784,6 +788,14 @@ void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
     }
     ++stats_.device_recvs;
     stats_.bytes_received += blob.length;
+    if (op->device < 0) {
+        // Into pageable host memory: through pinned chunks, now.
+        cuda::Status s = dev_->copy_via_pinned(op->buf, src, blob.length, device, false);
+        if (!s) log(GW_LOG_ERROR, "device-to-host copy failed: %s", s.message().c_str());
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, s ? GW_OK : GW_ERR_TRANSPORT);
+        return;
+    }
     cuda::Status s = dev_->start_copy(op->buf, src, blob.length, device, std::move(mapping), op);
     if (!s) {
         log(GW_LOG_ERROR, "device copy of %llu bytes failed to start: %s",
@@ -801,7 +813,8 @@ void Engine::on_rndv_done(void *request, ucs_status_t status, size_t length, voi
     gw_status_t st = from_ucs(status);
     if (op->bounce) {
         if (st == GW_OK) {
-            cuda::Status s = e->dev_->copy_sync(op->buf, op->bounce, op->req->length, op->device);
+            cuda::Status s = e->dev_->copy_via_pinned(op->buf, op->bounce, op->req->length,
+                                                      op->device, true);
             if (!s) {
                 e->log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
                 st = GW_ERR_TRANSPORT;

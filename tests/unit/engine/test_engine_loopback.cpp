@@ -265,3 +265,30 @@ TEST_CASE("bad parameters are refused with a reason", "[engine]")
     CHECK(std::strlen(why) > 0);
     CHECK(e == nullptr);
 }
+
+TEST_CASE("empty messages wait as unexpected and are received", "[engine]")
+{
+    // An empty message that arrives before its receive owns no bytes; a
+    // regression once freed UCX's transient pointer for it.
+    Pair p;
+    const int n = 8;
+    std::vector<Req> sends(n), recvs(n);
+    for (int i = 0; i < n; ++i)
+        REQUIRE(gw_isend(p.e[0], &sends[i].r, 1, 11, 0, i, nullptr, 0, 0) == GW_OK);
+    for (int round = 0; round < 2000; ++round) p.progress();
+    gw_probe_info_t info{};
+    REQUIRE(gw_iprobe(p.e[1], 11, 0, 3, &info) == 1);
+    CHECK(info.length == 0);
+    for (int i = n - 1; i >= 0; --i)
+        REQUIRE(gw_irecv(p.e[1], &recvs[i].r, 11, 0, i, nullptr, 0) == GW_OK);
+    p.until([&] {
+        for (auto &r : recvs)
+            if (!r.done) return false;
+        return true;
+    });
+    for (int i = 0; i < n; ++i) {
+        CHECK(recvs[i].r.status == GW_OK);
+        CHECK(recvs[i].r.length == 0);
+        CHECK(recvs[i].r.tag == i);
+    }
+}
