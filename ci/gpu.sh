@@ -27,13 +27,13 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq
 t0=$(date +%s)
 "$CMAKE" -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUWIRE_UCX_ROOT="$ROOT/.deps/ucx" -DCMAKE_PREFIX_PATH="$ROOT/.deps/catch2/usr" \
-    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >"$OUT/configure.log" 2>&1 &&
-"$CMAKE" --build "$BUILD" -j 32 >"$OUT/build.log" 2>&1
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >"$OUT/build.log" 2>&1 &&
+"$CMAKE" --build "$BUILD" -j 32 >>"$OUT/build.log" 2>&1
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
-if [ $rc -ne 0 ]; then tail -40 "$OUT/configure.log" "$OUT/build.log"; exit 1; fi
+if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 
-(cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 300) >"$OUT/ctest.log" 2>&1
+(cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 150) >"$OUT/ctest.log" 2>&1
 note "tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 grep -E '\*\*\*|Failed|Not Run' "$OUT/ctest.log" | head -20
 

@@ -45,6 +45,12 @@ typedef mca_pml_base_component_2_0_0_t gw_pml_component_t;
 #define GW_MODEX_SCOPE_GLOBAL OPAL_PMIX_GLOBAL
 static inline int gw_compat_fence(void) { return opal_pmix.fence(NULL, 0); }
 static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm) { return comm->c_contextid; }
+/* Data that Open MPI 5.0 does not have. A reference to missing data makes
+ * dlopen fail before the component's register function can name the release
+ * mismatch; weak references let 5.0 load the component that far. */
+#pragma weak orte_process_info
+#pragma weak opal_pmix
+#pragma weak opal_value_t_class
 #elif OMPI_MAJOR_VERSION == 5
 #include "opal/mca/pmix/pmix-internal.h"
 #define GW_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0

@@ -91,6 +91,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.peer_is_local = peer_is_local;
     p.ipc_enabled = mca_pml_gpuwire_params.ipc;
     p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;
+    p.ipc_sync_max = mca_pml_gpuwire_params.ipc_sync_max;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
 

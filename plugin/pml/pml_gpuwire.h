@@ -45,6 +45,7 @@ typedef struct {
     bool device;
     bool ipc;
     size_t ipc_threshold;
+    size_t ipc_sync_max;
     size_t ipc_cache_entries;
     size_t ipc_cache_bytes;
 } mca_pml_gpuwire_params_t;

@@ -25,6 +25,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .device = true,
     .ipc = true,
     .ipc_threshold = 0,
+    .ipc_sync_max = 16384,
     .ipc_cache_entries = 512,
     .ipc_cache_bytes = (size_t)64 << 30,
 };
@@ -102,6 +103,12 @@ static int component_register(void)
         c, "ipc_threshold", "Device messages of at least this many bytes use CUDA IPC",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.ipc_threshold);
+    (void)mca_base_component_var_register(
+        c, "ipc_sync_max",
+        "CUDA IPC copies up to this many bytes are waited for at once (lowest latency); "
+        "larger ones complete in the background so several overlap",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_sync_max);
     (void)mca_base_component_var_register(
         c, "ipc_cache_entries", "Peer GPU allocations kept mapped per process (LRU)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,

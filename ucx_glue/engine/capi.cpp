@@ -34,6 +34,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->device_support = 1;
     params->ipc_enabled = 1;
     params->ipc_threshold = 0;
+    params->ipc_sync_max = 16384;
     params->ipc_cache_entries = 512;
     params->ipc_cache_bytes = size_t{64} << 30;
 }

@@ -112,6 +112,14 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
 {
     auto c0 = pinned_.acquire();
     if (!c0) return copy_sync(dst, src, len, device); // staging exhausted: direct copy
+    if (len <= c0->size()) {
+        // One piece: a plain synchronize is the cheapest wait (no stream write).
+        char *pin = static_cast<char *>(c0->data());
+        if (to_device) std::memcpy(pin, src, len);
+        cuda::Status st = copy_sync(to_device ? dst : pin, to_device ? pin : src, len, device);
+        if (st && !to_device) std::memcpy(dst, pin, len);
+        return st;
+    }
     auto c1 = pinned_.acquire();
     auto ts = streams_.get(device, 0);
     if (!ts) return ts.status();

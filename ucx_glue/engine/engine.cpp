@@ -142,6 +142,7 @@ gw_status_t Engine::init(std::string &why)
     }
     path_.ipc_enabled = params_.ipc_enabled != 0;
     path_.ipc_threshold = params_.ipc_threshold;
+    path_.ipc_sync_max = params_.ipc_sync_max;
     if (params_.device_support) {
         DeviceConfig dc;
         dc.ipc_cache_entries = params_.ipc_cache_entries;
@@ -792,6 +793,15 @@ void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
         // Into pageable host memory: through pinned chunks, now.
         cuda::Status s = dev_->copy_via_pinned(op->buf, src, blob.length, device, false);
         if (!s) log(GW_LOG_ERROR, "device-to-host copy failed: %s", s.message().c_str());
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(req, s ? GW_OK : GW_ERR_TRANSPORT);
+        return;
+    }
+    if (blob.length <= path_.ipc_sync_max) {
+        // Small: copy and wait now; the synchronize is the lowest-latency wait
+        // CUDA offers (a stream write plus polling costs more for one copy).
+        cuda::Status s = dev_->copy_sync(op->buf, src, blob.length, device);
+        if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
         pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
         complete(req, s ? GW_OK : GW_ERR_TRANSPORT);
         return;

@@ -17,6 +17,7 @@ struct PathConfig {
     bool ipc_enabled = true;
     size_t ipc_threshold = 0;  // device messages of at least this size use IPC
     bool ucx_has_cuda = false; // the UCX in use reports CUDA memory support
+    size_t ipc_sync_max = 16384; // IPC copies up to this size are waited for at once
 };
 
 struct SendTraits {

@@ -39,6 +39,14 @@ CounterWidth counter_width(CongestionCounter counter) {
   return kCounters[static_cast<std::size_t>(counter)].width;
 }
 
+CounterSelection all_counters() { return CounterSelection().set(); }
+
+CounterSelection only_counters(std::initializer_list<CongestionCounter> counters) {
+  CounterSelection which;
+  for (const auto c : counters) which.set(static_cast<std::size_t>(c));
+  return which;
+}
+
 std::uint64_t counter_delta(std::uint64_t previous, std::uint64_t current, CounterWidth width) {
   if (width == CounterWidth::Auto) {
     width = (previous <= kMax32 && current <= kMax32) ? CounterWidth::Bits32 : CounterWidth::Bits64;
@@ -51,13 +59,14 @@ std::uint64_t counter_delta(std::uint64_t previous, std::uint64_t current, Count
 }
 
 CongestionCounterReader::CongestionCounterReader(const SysfsRoot& root, const std::string& device,
-                                                 unsigned port_number, const LogSink& sink)
+                                                 unsigned port_number, const LogSink& sink,
+                                                 CounterSelection which)
     : sink_(sink) {
   fds_.fill(-1);
   const auto dir = root.port_dir(device, port_number) / "hw_counters";
   for (std::size_t i = 0; i < kCongestionCounterCount; ++i) {
     paths_[i] = (dir / kCounters[i].file).string();
-    fds_[i] = ::open(paths_[i].c_str(), O_RDONLY | O_CLOEXEC);
+    if (which[i]) fds_[i] = ::open(paths_[i].c_str(), O_RDONLY | O_CLOEXEC);
   }
   if (!any_available()) {
     emit(sink_, LogLevel::Info,

@@ -117,6 +117,7 @@ typedef struct {
     int (*peer_is_local)(void *ctx, uint32_t peer);
     int ipc_enabled;           /* nonzero: same-node device messages use CUDA IPC */
     size_t ipc_threshold;      /* device messages of at least this size use IPC */
+    size_t ipc_sync_max;       /* IPC copies up to this size complete synchronously */
     size_t ipc_cache_entries;  /* mapped peer allocations kept, per process */
     size_t ipc_cache_bytes;    /* bytes of mapped peer allocations kept */
 } gw_engine_params_t;

@@ -83,9 +83,9 @@ bool DcqcnRateController::at_line_rate() const {
   return current_gbps_ >= config_.line_rate_gbps;
 }
 
-void DcqcnRateController::cut_rate(std::uint64_t now_ns) {
+void DcqcnRateController::cut_rate(std::uint64_t now_ns, double share) {
   target_gbps_ = current_gbps_;
-  current_gbps_ = std::max(config_.min_rate_gbps, current_gbps_ * (1.0 - alpha_ / 2.0));
+  current_gbps_ = std::max(config_.min_rate_gbps, current_gbps_ * (1.0 - share * alpha_ / 2.0));
   alpha_ = (1.0 - config_.g) * alpha_ + config_.g;
   timer_stages_ = 0;
   byte_stages_ = 0;
@@ -144,14 +144,16 @@ std::uint64_t DcqcnRateController::next_deadline_ns() const {
   return std::min(alpha_deadline_ns_, increase_deadline_ns_);
 }
 
-void DcqcnRateController::on_congestion_notifications(std::uint64_t count, std::uint64_t now_ns) {
+void DcqcnRateController::on_congestion_notifications(std::uint64_t count, std::uint64_t now_ns,
+                                                      std::uint32_t active_flows) {
   if (count == 0) return;
   advance(now_ns);
   stats_.cnps += count;
   const bool interval_over =
       now_ns >= last_cut_ns_ && now_ns - last_cut_ns_ >= config_.rate_decrease_interval_ns;
   if (!cut_before_ || interval_over) {
-    cut_rate(now_ns);
+    const double flows = active_flows == 0 ? 1.0 : double(active_flows);
+    cut_rate(now_ns, std::min(1.0, double(count) / flows));
   } else {
     // Congestion persists inside the decrease interval: no second cut, but
     // alpha must not decay as if the period had been quiet.

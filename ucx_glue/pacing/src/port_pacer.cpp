@@ -53,9 +53,10 @@ void PortPacer::advance(std::uint64_t now_ns) {
   sync_bucket_rate(now_ns);
 }
 
-void PortPacer::on_congestion_notifications(std::uint64_t new_cnps, std::uint64_t now_ns) {
+void PortPacer::on_congestion_notifications(std::uint64_t new_cnps, std::uint64_t now_ns,
+                                            std::uint32_t active_flows) {
   if (new_cnps == 0) return;
-  rate_.on_congestion_notifications(new_cnps, now_ns);
+  rate_.on_congestion_notifications(new_cnps, now_ns, active_flows);
   next_deadline_ns_ = rate_.next_deadline_ns();
   sync_bucket_rate(now_ns);
 }

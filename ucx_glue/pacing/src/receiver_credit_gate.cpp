@@ -20,9 +20,12 @@ std::string check_receiver_credit_config(const ReceiverCreditConfig& c) {
     return "credits: window_bytes = " + std::to_string(c.window_bytes) +
            " is out of range [chunk_bytes, 2^40]";
   }
-  if (!(c.grant_rate_gbps > 0.0 && c.grant_rate_gbps <= 3200.0)) {
-    return "credits: grant_rate_gbps = " + std::to_string(c.grant_rate_gbps) +
-           " is out of range (0, 3200]";
+  if (!(c.link_gbps > 0.0 && c.link_gbps <= 3200.0)) {
+    return "credits: link_gbps = " + std::to_string(c.link_gbps) + " is out of range (0, 3200]";
+  }
+  if (!(c.grant_headroom >= 0.0 && c.grant_headroom < 0.5)) {
+    return "credits: grant_headroom = " + std::to_string(c.grant_headroom) +
+           " is out of range [0, 0.5)";
   }
   if (c.grant_burst_bytes > c.window_bytes) {
     return "credits: grant_burst_bytes = " + std::to_string(c.grant_burst_bytes) +
@@ -53,8 +56,8 @@ std::optional<ReceiverCreditGate> ReceiverCreditGate::create(const ReceiverCredi
 
 ReceiverCreditGate::ReceiverCreditGate(const ReceiverCreditConfig& config, std::uint64_t now_ns)
     : config_(config),
-      grant_pacing_(config.grant_rate_gbps * kBytesPerNsPerGbps, double(config.grant_burst_bytes),
-                    now_ns) {}
+      grant_pacing_(config.link_gbps * (1.0 - config.grant_headroom) * kBytesPerNsPerGbps,
+                    double(config.grant_burst_bytes), now_ns) {}
 
 bool ReceiverCreditGate::add_demand(std::uint32_t sender, std::uint64_t bytes) {
   if (sender >= config_.max_senders || bytes == 0) return false;

@@ -2,9 +2,11 @@
 //
 //   sys/class/infiniband/<dev>/ports/<port>/hw_counters/<name>
 //
-// CongestionCounterReader opens each known counter file once and keeps the
+// CongestionCounterReader opens each wanted counter file once and keeps the
 // descriptor; a poll is one pread() at offset 0 per counter (sysfs regenerates
-// the value on every read at offset 0), no open/close, no allocation.
+// the value on every read at offset 0), no open/close, no allocation. A
+// sysfs pread costs about a microsecond, so a reader on the pacer's path
+// opens only rp_cnp_handled, and polls about once per CNP interval (50 us).
 // Counters are cumulative and wrap: congestion counters of mlx5 are 64-bit,
 // the per-QP error counters 32-bit; deltas are taken modulo the width.
 //
@@ -16,6 +18,7 @@
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -42,6 +45,11 @@ inline constexpr std::size_t kCongestionCounterCount =
 
 enum class CounterWidth { Bits32, Bits64, Auto };
 
+// Which counters a reader opens.
+using CounterSelection = std::bitset<kCongestionCounterCount>;
+CounterSelection all_counters();
+CounterSelection only_counters(std::initializer_list<CongestionCounter> counters);
+
 // The sysfs file name ("np_cnp_sent") and the width the hardware counts in.
 std::string_view counter_file_name(CongestionCounter counter);
 CounterWidth counter_width(CongestionCounter counter);
@@ -66,11 +74,12 @@ struct CounterValues {
 
 class CongestionCounterReader {
  public:
-  // Opens hw_counters/<name> for each known counter present on the port.
-  // Missing counters (or a missing hw_counters folder) are not an error: the
-  // reader reports them unavailable and says so once at Info level.
+  // Opens hw_counters/<name> for each counter in `which` present on the
+  // port. Missing counters (or a missing hw_counters folder) are not an
+  // error: the reader reports them unavailable and, when none of `which`
+  // exists, says so once at Info level.
   CongestionCounterReader(const SysfsRoot& root, const std::string& device, unsigned port_number,
-                          const LogSink& sink);
+                          const LogSink& sink, CounterSelection which = all_counters());
   ~CongestionCounterReader();
   CongestionCounterReader(CongestionCounterReader&& other) noexcept;
   CongestionCounterReader& operator=(CongestionCounterReader&& other) noexcept;

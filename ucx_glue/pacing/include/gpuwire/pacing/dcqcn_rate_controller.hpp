@@ -5,7 +5,7 @@
 // rate at which it admits rendezvous chunks follows the fabric's congestion
 // signal instead of dumping chunks the NIC will only queue.
 //
-//   on CNP      target = current; current *= (1 - alpha/2);
+//   on CNP      target = current; current *= (1 - share * alpha/2);
 //               alpha = (1 - g) alpha + g; stage counters and timers restart
 //   alpha timer every alpha_update_period without a CNP: alpha *= (1 - g)
 //   increase    every rate_increase_period (timer stage) and every
@@ -15,9 +15,12 @@
 //                 otherwise        : additive       target += additive_increase
 //               and after either increase current = (target + current) / 2
 //
-// Several CNPs seen at once (a counter delta) cause one cut; cuts are at
-// least rate_decrease_interval apart, because a polled counter aggregates
-// the CNPs of every QP on the port.
+// The controller stands for a whole port, whose counter sums the CNPs of
+// every QP on it. Several CNPs seen at once (a counter delta) cause one cut,
+// cuts are at least rate_decrease_interval apart, and a cut is scaled by the
+// share of the port's active flows that were notified, min(1, cnps / flows):
+// the NIC slows only the notified QPs, so the port's total rate drops by
+// about that share. With one active flow this is DCQCN exactly.
 //
 // Threading: not thread-safe; one owner (the engine's progress path).
 #pragma once
@@ -62,9 +65,11 @@ class DcqcnRateController {
   static std::optional<DcqcnRateController> create(const DcqcnConfig& config,
                                                    std::uint64_t now_ns, std::string& error);
 
-  // `count` new CNPs arrived since the last call (0 is a no-op). Runs the
-  // timers up to `now_ns` first.
-  void on_congestion_notifications(std::uint64_t count, std::uint64_t now_ns);
+  // `count` new CNPs arrived since the last call (0 is a no-op) while
+  // `active_flows` flows (QPs toward distinct peers; 0 counts as 1) were
+  // sending on the port. Runs the timers up to `now_ns` first.
+  void on_congestion_notifications(std::uint64_t count, std::uint64_t now_ns,
+                                   std::uint32_t active_flows = 1);
 
   // `bytes` were sent (admitted); drives the byte counter.
   void on_bytes_sent(std::uint64_t bytes, std::uint64_t now_ns);
@@ -84,7 +89,7 @@ class DcqcnRateController {
 
  private:
   DcqcnRateController(const DcqcnConfig& config, std::uint64_t now_ns);
-  void cut_rate(std::uint64_t now_ns);
+  void cut_rate(std::uint64_t now_ns, double share);
   void increase_step();
   bool at_line_rate() const;
 

@@ -6,9 +6,13 @@
 // owner feeds the controller the port's new CNPs (the rp_cnp_handled counter
 // delta from gpuwire_fabric) whenever it polls the counters.
 //
-//   engine progress:  pacer.on_congestion_notifications(delta, now)  every poll
+//   engine progress:  pacer.on_congestion_notifications(delta, now, peers)  every poll
 //   per chunk:        d = pacer.admit(bytes, now);
 //                     if (!d.admitted) retry at d.retry_at_ns
+//
+// Cost: a paced decision is 8-16 ns; a clock read costs 25-45 ns on the
+// machines measured (docs/pacing.md), so read the time once per progress
+// pass and use admit(bytes, now).
 //
 // Ownership: holds a non-owning pointer to the Clock, which must outlive it.
 // Threading: not thread-safe; one owner (the progress path).
@@ -68,8 +72,11 @@ class PortPacer {
     return admit_paced(chunk_bytes, clock_->now_ns());
   }
 
-  // `new_cnps` CNPs were handled by the port since the last call.
-  void on_congestion_notifications(std::uint64_t new_cnps, std::uint64_t now_ns);
+  // `new_cnps` CNPs were handled by the port since the last call, while
+  // chunks toward `active_flows` distinct peers were in flight on it (see
+  // DcqcnRateController: the cut is scaled by the share notified).
+  void on_congestion_notifications(std::uint64_t new_cnps, std::uint64_t now_ns,
+                                   std::uint32_t active_flows = 1);
 
   // Runs the controller's timers (admit() does this too, when due).
   void advance(std::uint64_t now_ns);

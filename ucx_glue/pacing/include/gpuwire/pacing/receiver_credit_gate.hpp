@@ -5,9 +5,9 @@
 // queue and a round trip, and by then PFC has paused the fabric. In gpuwire's
 // rendezvous the receiver decides when each chunk moves (it issues the GET,
 // or sends the clear-to-send), so it can hold the sum over all senders of
-// granted-but-not-landed bytes under a window, and issue grants no faster than
-// its own link drains them. The queue in front of it then stays near one
-// chunk, whatever the number of senders.
+// granted-but-not-landed bytes under a window, and issue grants at a rate
+// slightly below its own link's rate. The queue in front of it then stays
+// within a few packets, whatever the number of senders.
 //
 //   RTS from a sender       gate.add_demand(sender, message_bytes)
 //   progress                while (auto g = gate.next_grant(now)) move g->bytes of g->sender
@@ -30,14 +30,22 @@
 namespace gpuwire::pacing {
 
 struct ReceiverCreditConfig {
-  // Bytes granted and not yet landed, summed over senders. [chunk_bytes, 2^40]
+  // Bytes granted and not yet landed, summed over senders: a backstop for
+  // senders that stall and then send what they were granted all at once.
+  // See recommended_window_bytes. [chunk_bytes, 2^40]
   std::uint64_t window_bytes = 512 * 1024;
   // Size of one grant (the rendezvous pipeline chunk). [4096, 2^30]
   std::uint64_t chunk_bytes = 64 * 1024;
-  // Grants are paced to this rate: the receiver's link. (0, 3200]
-  double grant_rate_gbps = 100.0;
-  // Grant bytes that may be issued back to back after an idle spell. [0, window_bytes]
-  std::uint64_t grant_burst_bytes = 64 * 1024;
+  // The receiver's link. (0, 3200]
+  double link_gbps = 100.0;
+  // Grants are paced to (1 - grant_headroom) * link_gbps. Pacing at exactly
+  // the link rate would keep forever any queue a burst once left. [0, 0.5)
+  double grant_headroom = 0.01;
+  // Grant bytes that may go out back to back after an idle spell; covers the
+  // jitter of the progress loop that calls next_grant (link rate * polling
+  // interval). Each byte of it can become a byte of switch queue, so keep it
+  // near the switch's ECN threshold. [0, window_bytes]
+  std::uint64_t grant_burst_bytes = 8 * 1024;
   // Sender ids are [0, max_senders). [1, 2^24]
   std::uint32_t max_senders = 1u << 16;
 };
