@@ -90,6 +90,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.device_support = mca_pml_gpuwire_params.device;
     p.peer_is_local = peer_is_local;
     p.ipc_enabled = mca_pml_gpuwire_params.ipc;
+    p.device_sync = mca_pml_gpuwire_params.device_sync;
     p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;
     p.ipc_sync_max = mca_pml_gpuwire_params.ipc_sync_max;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
@@ -274,9 +275,18 @@ static void blocking_done(gw_request_t *g)
     __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
 }
 
+/* Spins on the engine itself, as pml/ucx does on its worker; Open MPI's
+ * progress loop (other components, events) runs every 64 turns. */
 static inline void blocking_wait(blocking_t *b)
 {
-    while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE)) opal_progress();
+    unsigned turns = 0;
+    while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE)) {
+        if ((++turns & 63) == 0) {
+            opal_progress();
+        } else {
+            gw_engine_progress(mca_pml_gpuwire.engine);
+        }
+    }
 }
 
 static inline void blocking_init(blocking_t *b, int kind, const void *buf, size_t count,

@@ -44,6 +44,7 @@ typedef struct {
     bool stats;
     bool device;
     bool ipc;
+    bool device_sync;
     size_t ipc_threshold;
     size_t ipc_sync_max;
     size_t ipc_cache_entries;

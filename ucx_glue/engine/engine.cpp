@@ -1,5 +1,6 @@
 #include "engine/engine.hpp"
 
+#include "gpuwire/cuda/copy.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
 
 #include <chrono>
@@ -213,12 +214,12 @@ Engine::~Engine()
     run_completions();
 }
 
-ucp_ep_h Engine::endpoint(uint32_t peer, gw_status_t &status)
+ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status)
 {
     Peer &p = peers_[peer];
     if (p.ep) {
         status = p.failed ? GW_ERR_UNREACHABLE : GW_OK;
-        return p.ep;
+        return p.failed ? nullptr : p.ep;
     }
     const void *addr = nullptr;
     size_t len = 0;
@@ -381,6 +382,13 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     Protocol proto = choose(peer, buf, len, mi);
     const void *payload = buf;
     size_t payload_len = len;
+    if (proto == Protocol::ipc && params_.device_sync) {
+        // The receiver reads this memory from another process: no stream
+        // orders its copy after work this process queued on the default
+        // stream (a cudaMemcpy whose DMA is still running, say).
+        cuda::Status ws = cuda::wait_legacy_stream(mi.device >= 0 ? mi.device : 0);
+        if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
+    }
     if (proto == Protocol::ipc) {
         auto *blob = new (std::nothrow) cuda::IpcBlob;
         cuda::Status es = blob ? dev_->export_range(mi, buf, len, blob)
@@ -442,6 +450,16 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
         }
         lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
+    }
+    if (r == nullptr && op->waiting == kWaitSend && !op->side) {
+        // Done at once (the common small send): complete without the queue.
+        ++stats_.eager_sends;
+        bool others = done_head_ != done_.size();
+        lock_.unlock();
+        req->status = GW_OK;
+        req->complete_cb(req);
+        if (others) run_completions();
+        return GW_OK;
     }
     if (r == nullptr) send_done(op, UCS_OK);
     lock_.unlock();

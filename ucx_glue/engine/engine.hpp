@@ -144,7 +144,17 @@ private:
     gw_status_t init(std::string &why);
 
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-    ucp_ep_h endpoint(uint32_t peer, gw_status_t &status);
+    // The endpoint to a peer, made on first use (connect()).
+    ucp_ep_h endpoint(uint32_t peer, gw_status_t &status)
+    {
+        Peer &p = peers_[peer];
+        if (p.ep && !p.failed) [[likely]] {
+            status = GW_OK;
+            return p.ep;
+        }
+        return connect(peer, status);
+    }
+    ucp_ep_h connect(uint32_t peer, gw_status_t &status);
     Context &context(uint32_t id);
     void complete(gw_request_t *req, gw_status_t status);
 

@@ -66,8 +66,9 @@ FabricProbeResult probe_fabric(const FabricConfig& config, const AddressLookup& 
   } else {
     port = result.inventory.first_active_roce_port();
     if (port == nullptr) {
-      result.note = "fabric: no active RoCE port (InfiniBand only, or every Ethernet port down); "
-                    "RoCE settings left to UCX";
+      result.note =
+          "fabric: no active RoCE port (InfiniBand only, or every Ethernet port down); "
+          "RoCE settings left to UCX";
       emit(sink, LogLevel::Info, result.note);
       return result;
     }

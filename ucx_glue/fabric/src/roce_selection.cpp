@@ -134,8 +134,8 @@ std::optional<RoceSelection> select_roce_gid(const RdmaPort& port, const RoceCon
     }
     if (entry->type != GidType::RoceV2) {
       emit(sink, LogLevel::Warning,
-           "roce: configured GID index " + std::to_string(entry->index) + " on " +
-               port_name(port) + " is " + gid_type_name(entry->type) +
+           "roce: configured GID index " + std::to_string(entry->index) + " on " + port_name(port) +
+               " is " + gid_type_name(entry->type) +
                ", not RoCE v2; it will not route across IP subnets");
     }
     RoceSelection s = make_selection(port, *entry, config);
@@ -174,10 +174,10 @@ std::optional<RoceSelection> select_roce_gid(const RdmaPort& port, const RoceCon
   const bool matched = chosen != nullptr;
   if (!matched) {
     chosen = best_ranked(roce_v2);
-    const std::string whose = config.address.empty()
-                                  ? "an address of " + (port.netdev.empty() ? std::string("its netdev")
-                                                                            : port.netdev)
-                                  : "configured address " + config.address;
+    const std::string whose =
+        config.address.empty()
+            ? "an address of " + (port.netdev.empty() ? std::string("its netdev") : port.netdev)
+            : "configured address " + config.address;
     emit(sink, LogLevel::Warning,
          "roce: no RoCE v2 GID on " + port_name(port) + " matches " + whose + "; using index " +
              std::to_string(chosen->index) + " (" + gid_to_string(chosen->gid) + ")");

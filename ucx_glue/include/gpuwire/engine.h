@@ -116,6 +116,8 @@ typedef struct {
      * this process itself is local. */
     int (*peer_is_local)(void *ctx, uint32_t peer);
     int ipc_enabled;           /* nonzero: same-node device messages use CUDA IPC */
+    int device_sync;           /* nonzero: before a peer reads a device buffer through IPC,
+                                  wait for this process's default-stream work */
     size_t ipc_threshold;      /* device messages of at least this size use IPC */
     size_t ipc_sync_max;       /* IPC copies up to this size complete synchronously */
     size_t ipc_cache_entries;  /* mapped peer allocations kept, per process */

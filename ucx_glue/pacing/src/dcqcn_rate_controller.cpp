@@ -52,8 +52,7 @@ std::string check_dcqcn_config(const DcqcnConfig& c) {
     return out_of_range("fast_recovery_steps", c.fast_recovery_steps, "[1, 1000]");
   }
   if (!(c.additive_increase_gbps >= 0.0 && c.additive_increase_gbps <= c.line_rate_gbps)) {
-    return out_of_range("additive_increase_gbps", c.additive_increase_gbps,
-                        "[0, line_rate_gbps]");
+    return out_of_range("additive_increase_gbps", c.additive_increase_gbps, "[0, line_rate_gbps]");
   }
   if (!(c.hyper_increase_gbps >= 0.0 && c.hyper_increase_gbps <= c.line_rate_gbps)) {
     return out_of_range("hyper_increase_gbps", c.hyper_increase_gbps, "[0, line_rate_gbps]");
@@ -79,9 +78,7 @@ DcqcnRateController::DcqcnRateController(const DcqcnConfig& config, std::uint64_
       alpha_deadline_ns_(now_ns + config.alpha_update_period_ns),
       increase_deadline_ns_(now_ns + config.rate_increase_period_ns) {}
 
-bool DcqcnRateController::at_line_rate() const {
-  return current_gbps_ >= config_.line_rate_gbps;
-}
+bool DcqcnRateController::at_line_rate() const { return current_gbps_ >= config_.line_rate_gbps; }
 
 void DcqcnRateController::cut_rate(std::uint64_t now_ns, double share) {
   target_gbps_ = current_gbps_;
@@ -119,7 +116,8 @@ void DcqcnRateController::increase_step() {
 
 void DcqcnRateController::advance(std::uint64_t now_ns) {
   if (now_ns >= alpha_deadline_ns_) {
-    const std::uint64_t periods = (now_ns - alpha_deadline_ns_) / config_.alpha_update_period_ns + 1;
+    const std::uint64_t periods =
+        (now_ns - alpha_deadline_ns_) / config_.alpha_update_period_ns + 1;
     alpha_ *= std::pow(1.0 - config_.g, double(periods));
     alpha_deadline_ns_ += periods * config_.alpha_update_period_ns;
   }

@@ -32,8 +32,7 @@ std::string check_receiver_credit_config(const ReceiverCreditConfig& c) {
            " is out of range [0, window_bytes]";
   }
   if (c.max_senders < 1 || c.max_senders > (1u << 24)) {
-    return "credits: max_senders = " + std::to_string(c.max_senders) +
-           " is out of range [1, 2^24]";
+    return "credits: max_senders = " + std::to_string(c.max_senders) + " is out of range [1, 2^24]";
   }
   return {};
 }

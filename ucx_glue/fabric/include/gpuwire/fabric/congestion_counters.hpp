@@ -66,9 +66,7 @@ struct CounterValues {
   std::array<std::uint64_t, kCongestionCounterCount> value{};
   std::bitset<kCongestionCounterCount> valid;
 
-  std::uint64_t operator[](CongestionCounter c) const {
-    return value[static_cast<std::size_t>(c)];
-  }
+  std::uint64_t operator[](CongestionCounter c) const { return value[static_cast<std::size_t>(c)]; }
   bool has(CongestionCounter c) const { return valid[static_cast<std::size_t>(c)]; }
 };
 

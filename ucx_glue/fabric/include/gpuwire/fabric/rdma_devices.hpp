@@ -39,12 +39,12 @@ struct GidEntry {
 };
 
 struct RdmaPort {
-  std::string device;  // e.g. "mlx5_0"
+  std::string device;        // e.g. "mlx5_0"
   unsigned port_number = 0;  // 1-based, as verbs numbers ports
   LinkLayer link_layer = LinkLayer::Unknown;
   PortState state = PortState::Unknown;
-  double rate_gbps = 0.0;  // 0 when unknown
-  std::string netdev;  // the Ethernet interface behind a RoCE port; empty if none found
+  double rate_gbps = 0.0;      // 0 when unknown
+  std::string netdev;          // the Ethernet interface behind a RoCE port; empty if none found
   std::vector<GidEntry> gids;  // sorted by index
 
   bool is_roce() const { return link_layer == LinkLayer::Ethernet; }

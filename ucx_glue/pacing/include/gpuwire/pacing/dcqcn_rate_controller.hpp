@@ -34,17 +34,17 @@ namespace gpuwire::pacing {
 // Defaults are the constants of the DCQCN authors' simulator (ns3-rdma
 // mix/config.txt) and paper.
 struct DcqcnConfig {
-  double line_rate_gbps = 100.0;               // (0, 3200]
-  double min_rate_gbps = 0.1;                  // (0, line_rate_gbps]
-  double g = 1.0 / 256.0;                      // (0, 1): alpha's EWMA gain
-  double initial_alpha = 1.0;                  // [0, 1]
-  std::uint64_t alpha_update_period_ns = 55'000;    // [1 us, 1 s]
-  std::uint64_t rate_increase_period_ns = 60'000;   // [1 us, 1 s]
-  std::uint64_t rate_decrease_interval_ns = 50'000; // [0, 1 s]; the CNP interval
-  std::uint64_t byte_counter_bytes = 300'000;       // [1 KiB, 1 TiB]
-  unsigned fast_recovery_steps = 5;                 // F, [1, 1000]
-  double additive_increase_gbps = 0.04;             // [0, line_rate_gbps]
-  double hyper_increase_gbps = 0.2;                 // [0, line_rate_gbps]
+  double line_rate_gbps = 100.0;                     // (0, 3200]
+  double min_rate_gbps = 0.1;                        // (0, line_rate_gbps]
+  double g = 1.0 / 256.0;                            // (0, 1): alpha's EWMA gain
+  double initial_alpha = 1.0;                        // [0, 1]
+  std::uint64_t alpha_update_period_ns = 55'000;     // [1 us, 1 s]
+  std::uint64_t rate_increase_period_ns = 60'000;    // [1 us, 1 s]
+  std::uint64_t rate_decrease_interval_ns = 50'000;  // [0, 1 s]; the CNP interval
+  std::uint64_t byte_counter_bytes = 300'000;        // [1 KiB, 1 TiB]
+  unsigned fast_recovery_steps = 5;                  // F, [1, 1000]
+  double additive_increase_gbps = 0.04;              // [0, line_rate_gbps]
+  double hyper_increase_gbps = 0.2;                  // [0, line_rate_gbps]
 };
 
 // Empty when every field is in range, else one line naming the first bad one.
@@ -53,8 +53,8 @@ std::string check_dcqcn_config(const DcqcnConfig& config);
 class DcqcnRateController {
  public:
   struct Stats {
-    std::uint64_t cnps = 0;          // notifications reported
-    std::uint64_t rate_cuts = 0;     // cuts made (<= cnps)
+    std::uint64_t cnps = 0;       // notifications reported
+    std::uint64_t rate_cuts = 0;  // cuts made (<= cnps)
     std::uint64_t fast_recovery_steps = 0;
     std::uint64_t additive_steps = 0;
     std::uint64_t hyper_steps = 0;
@@ -62,8 +62,8 @@ class DcqcnRateController {
 
   // Starts at line rate with alpha = initial_alpha. nullopt (and `error` set
   // to one line) when the config is out of range.
-  static std::optional<DcqcnRateController> create(const DcqcnConfig& config,
-                                                   std::uint64_t now_ns, std::string& error);
+  static std::optional<DcqcnRateController> create(const DcqcnConfig& config, std::uint64_t now_ns,
+                                                   std::string& error);
 
   // `count` new CNPs arrived since the last call (0 is a no-op) while
   // `active_flows` flows (QPs toward distinct peers; 0 counts as 1) were

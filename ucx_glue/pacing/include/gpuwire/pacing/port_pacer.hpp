@@ -63,12 +63,14 @@ class PortPacer {
 
   // The decision for one chunk at `now_ns`; an admitted chunk is charged.
   AdmissionDecision admit(std::uint64_t chunk_bytes, std::uint64_t now_ns) {
-    if (chunk_bytes < threshold_) [[likely]] return {true, 0};
+    if (chunk_bytes < threshold_) [[likely]]
+      return {true, 0};
     return admit_paced(chunk_bytes, now_ns);
   }
   // Same, reading the clock only for paced chunks.
   AdmissionDecision admit(std::uint64_t chunk_bytes) {
-    if (chunk_bytes < threshold_) [[likely]] return {true, 0};
+    if (chunk_bytes < threshold_) [[likely]]
+      return {true, 0};
     return admit_paced(chunk_bytes, clock_->now_ns());
   }
 
