@@ -1,0 +1,180 @@
+// MemoryClassifier: what kind of memory a user buffer is, for every message.
+//
+// Two caches, because the two answers age differently (docs/cuda.md has the
+// full argument):
+//
+// - Plain host memory (the driver does not know the address) goes into a
+//   lock-free set-associative table of page ranges. A hit costs a hash and at
+//   most four loads, no driver call, no lock. A plain host range can only turn
+//   into CUDA memory after it is unmapped, so such an entry stays right until
+//   its range is unmapped; the owner must forward every unmap of the process
+//   to invalidate() (UCM's VM_UNMAPPED event, or Open MPI's memory release
+//   hooks). Where no such events exist, set host_entries = 0.
+// - Memory the driver knows (device, managed, pinned host) goes into a bounded
+//   LRU map by allocation range. A hit is confirmed with one driver query of
+//   the buffer ID (never reused by the driver), so a freed and re-allocated
+//   buffer at the same address is detected, not served. This holds for
+//   cuMemMap-ed (VMM) chunks too: a new chunk mapped at the same address has a
+//   new buffer ID.
+//
+// Threading: classify(), invalidate() and counters() may be called from any
+// thread concurrently. invalidate() is lock-free, allocates nothing and makes no
+// driver call, so it may run inside a memory-release hook. The DriverApi must
+// outlive the classifier.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/status.hpp"
+
+namespace gpuwire::cuda {
+
+enum class MemoryKind : uint8_t {
+  host,         // pageable host memory the driver does not know
+  pinned_host,  // cudaMallocHost / cudaHostAlloc / cudaHostRegister
+  device,       // cudaMalloc, cuMemAlloc, cudaMallocAsync (see kMemPool)
+  managed,      // cudaMallocManaged
+  vmm,          // cuMemCreate + cuMemMap
+};
+
+const char* memory_kind_name(MemoryKind kind);
+
+enum MemoryFlag : uint32_t {
+  kLegacyIpc = 1u << 0,  // cudaIpcGetMemHandle accepts the allocation
+  kMemPool = 1u << 1,    // from a memory pool (cudaMallocAsync): no legacy IPC
+};
+
+struct MemoryInfo {
+  MemoryKind kind = MemoryKind::host;
+  uint32_t flags = 0;
+  int device = -1;         // ordinal in this process; -1 for plain host memory
+  uintptr_t base = 0;      // allocation base (mapped chunk for vmm); 0 for plain host
+  size_t size = 0;         // allocation size; 0 for plain host
+  uint64_t buffer_id = 0;  // driver's buffer ID; 0 for plain host
+
+  bool on_gpu() const {
+    return kind == MemoryKind::device || kind == MemoryKind::managed || kind == MemoryKind::vmm;
+  }
+  bool legacy_ipc_exportable() const {
+    return kind == MemoryKind::device && (flags & kLegacyIpc) != 0;
+  }
+};
+
+struct ClassifierConfig {
+  // Plain-host table size, rounded up to a power of two (4 entries per set).
+  // 0 turns the host cache off: every host buffer costs a driver query.
+  uint32_t host_entries = 1024;
+  // Driver-known allocations kept (LRU). 0: no device cache.
+  uint32_t device_entries = 256;
+};
+
+struct ClassifierCounters {
+  uint64_t host_hits = 0;      // served from the host table (approximate under concurrency)
+  uint64_t device_hits = 0;    // device-table entries confirmed by buffer ID
+  uint64_t misses = 0;         // full driver queries
+  uint64_t stale = 0;          // device-table entries whose buffer ID had changed
+  uint64_t invalidated = 0;    // host entries dropped by invalidate()
+  uint64_t driver_errors = 0;  // failed driver queries
+};
+
+class MemoryClassifier {
+ public:
+  explicit MemoryClassifier(DriverApi& driver, ClassifierConfig config = {});
+  MemoryClassifier(const MemoryClassifier&) = delete;
+  MemoryClassifier& operator=(const MemoryClassifier&) = delete;
+
+  // Classifies [ptr, ptr + len). The buffer is taken to be one allocation, as
+  // MPI requires; only `ptr` is asked about. `out` is set only on success; a
+  // driver error is returned, never guessed into "host".
+  Status classify(const void* ptr, size_t len, MemoryInfo& out) {
+    if (no_gpu_ || ptr == nullptr) {
+      out = MemoryInfo{};
+      return Status{};
+    }
+    if (host_lookup(reinterpret_cast<uintptr_t>(ptr), len)) {
+      host_hits_.store(host_hits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      out = MemoryInfo{};
+      return Status{};
+    }
+    return classify_slow(reinterpret_cast<uintptr_t>(ptr), len, out);
+  }
+
+  // Forgets cached host ranges overlapping [addr, addr + len): call it for
+  // every munmap/mremap/brk-shrink/shmdt of the process. Lock-free, O(host_entries).
+  void invalidate(const void* addr, size_t len) noexcept;
+  void invalidate_all() noexcept;
+
+  ClassifierCounters counters() const;
+  size_t device_entries() const;
+
+ private:
+  // Host table word: [first page : 45][page count - 1 : 18][valid : 1]; 0 = empty.
+  static constexpr unsigned kPageShift = 12;
+  static constexpr unsigned kCountBits = 18;
+  static constexpr unsigned kWays = 4;
+  static constexpr uint64_t kMaxPages = uint64_t{1} << kCountBits;
+  static constexpr uint64_t kMaxPage = uint64_t{1} << (64 - kCountBits - 1);
+
+  static uint64_t page_span(uintptr_t ptr, size_t len, uint64_t* first) {
+    uintptr_t last = ptr + (len ? len - 1 : 0);
+    if (last < ptr) return 0;  // wraps: never cached
+    *first = ptr >> kPageShift;
+    return (last >> kPageShift) - *first + 1;
+  }
+  size_t set_of(uint64_t page) const {
+    return static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> set_shift_) * kWays;
+  }
+  bool host_lookup(uintptr_t ptr, size_t len) const {
+    if (set_shift_ == 64) return false;
+    uint64_t first = 0;
+    uint64_t pages = page_span(ptr, len, &first);
+    if (pages == 0 || pages > kMaxPages || first >= kMaxPage) return false;
+    const std::atomic<uint64_t>* set = &host_table_[set_of(first)];
+    for (unsigned w = 0; w < kWays; ++w) {
+      uint64_t e = set[w].load(std::memory_order_relaxed);
+      if ((e >> (kCountBits + 1)) == first && (e & 1) && pages <= ((e >> 1) & (kMaxPages - 1)) + 1)
+        return true;
+    }
+    return false;
+  }
+
+  struct DeviceEntry {
+    MemoryInfo info;
+  };
+  using Lru = std::list<DeviceEntry>;
+
+  Status classify_slow(uintptr_t ptr, size_t len, MemoryInfo& out);
+  Status query(uintptr_t ptr, MemoryInfo& out);
+  void host_insert(uintptr_t ptr, size_t len, uint64_t epoch_before);
+  void device_insert(const MemoryInfo& info);  // requires mu_
+  void device_erase_overlapping(uintptr_t base, size_t size);  // requires mu_
+
+  DriverApi& driver_;
+  const ClassifierConfig config_;
+  const bool no_gpu_;
+
+  std::unique_ptr<std::atomic<uint64_t>[]> host_table_;
+  size_t host_slots_ = 0;
+  unsigned set_shift_ = 64;  // 64: no host table (at least 2 sets otherwise)
+  std::atomic<uint64_t> unmap_epoch_{0};
+  std::atomic<uint32_t> victim_{0};
+  std::atomic<uint64_t> host_hits_{0};
+  std::atomic<uint64_t> invalidated_{0};
+  std::atomic<uint64_t> misses_{0};
+  std::atomic<uint64_t> driver_errors_{0};
+
+  mutable std::mutex mu_;  // guards everything below
+  Lru lru_;                // front: most recently used
+  std::map<uintptr_t, Lru::iterator> by_base_;
+  uint64_t device_hits_ = 0;
+  uint64_t stale_ = 0;
+};
+
+}  // namespace gpuwire::cuda

@@ -1,0 +1,138 @@
+// Streams, events and cheap completion.
+//
+// On the target a query of an event or a stream costs 1.5 us, so completions
+// are not found by querying: a TrackedStream owns a 64-bit counter in pinned,
+// device-mapped host memory, and mark() enqueues behind the work already
+// submitted a write of the next ticket into it (cuStreamWriteValue64, or a
+// one-thread kernel where streams cannot write values). reached(ticket) is one
+// load: work submitted before mark() has finished when it returns true.
+// A stream that fails never writes its ticket; when a ticket is overdue, ask
+// check() (a real query) whether the stream is in error.
+//
+// Ownership: Stream and Event are move-only owners that destroy what they
+// hold. StreamPool owns its TrackedStreams and their counters; pointers it
+// returns stay valid until the pool is destroyed, and destruction waits for
+// each stream (its counter must not be freed under a pending write).
+// Threading: none of these is synchronised; the owner serialises use.
+// Blocking: only synchronize(), wait-free everything else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/pinned_pool.hpp"
+#include "gpuwire/cuda/status.hpp"
+
+struct CUevent_st;
+
+namespace gpuwire::cuda {
+
+class Stream {
+ public:
+  Stream() = default;
+  // A non-blocking stream (no implicit sync with the legacy default stream).
+  static Result<Stream> create(int device, int priority = 0);
+  ~Stream() { reset(); }
+  Stream(Stream&& o) noexcept { *this = std::move(o); }
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  StreamHandle handle() const { return handle_; }
+  int device() const { return device_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+  Status synchronize() const;
+  // cudaStreamQuery: true when idle. 1.5 us on the target: not for polling.
+  Result<bool> idle() const;
+  void reset();
+
+ private:
+  StreamHandle handle_ = nullptr;
+  int device_ = -1;
+};
+
+class Event {
+ public:
+  Event() = default;
+  static Result<Event> create(int device, bool timing = false);
+  ~Event() { reset(); }
+  Event(Event&& o) noexcept { *this = std::move(o); }
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  Status record(const Stream& stream);
+  Result<bool> done() const;  // cudaEventQuery (1.5 us on the target)
+  Status synchronize() const;
+  // Milliseconds between two recorded timing events.
+  static Result<float> elapsed_ms(const Event& start, const Event& end);
+  CUevent_st* handle() const { return handle_; }
+  void reset();
+
+ private:
+  CUevent_st* handle_ = nullptr;
+  int device_ = -1;
+};
+
+class TrackedStream {
+ public:
+  const Stream& stream() const { return stream_; }
+  StreamHandle handle() const { return stream_.handle(); }
+  int device() const { return stream_.device(); }
+
+  // Enqueues the write of the next ticket behind all work submitted so far and
+  // returns that ticket.
+  Result<uint64_t> mark();
+  // No CUDA call: one acquire load of the pinned counter.
+  bool reached(uint64_t ticket) const { return completed() >= ticket; }
+  uint64_t completed() const { return __atomic_load_n(counter_, __ATOMIC_ACQUIRE); }
+  uint64_t issued() const { return issued_; }
+  // Slow path for overdue tickets: the stream's error, if any (cudaStreamQuery).
+  Status check() const;
+  bool signals_by_kernel() const { return !memop_; }
+
+  TrackedStream(Stream stream, uint64_t* counter, uint64_t* device_counter, bool memop)
+      : stream_(std::move(stream)), counter_(counter), device_counter_(device_counter), memop_(memop) {}
+
+ private:
+  Stream stream_;
+  uint64_t* counter_;         // host view of the pinned counter
+  uint64_t* device_counter_;  // the same counter as the device addresses it
+  uint64_t issued_ = 0;
+  bool memop_;
+};
+
+struct StreamPoolConfig {
+  int streams_per_device = 4;  // at most 64
+  int priority = 0;
+  bool force_kernel_signal = false;  // use the kernel even where memops work
+};
+
+class StreamPool {
+ public:
+  explicit StreamPool(StreamPoolConfig config = {});
+  ~StreamPool();  // waits for every stream, then destroys them
+  StreamPool(const StreamPool&) = delete;
+  StreamPool& operator=(const StreamPool&) = delete;
+
+  // The device's streams in turn; the first call for a device creates them.
+  Result<TrackedStream*> next(int device);
+  Result<TrackedStream*> get(int device, int index);
+
+ private:
+  struct PerDevice {
+    PinnedBuffer counters;
+    std::vector<std::unique_ptr<TrackedStream>> streams;
+    size_t next = 0;
+  };
+  Status open(int device);
+
+  const StreamPoolConfig config_;
+  std::vector<PerDevice> devices_;
+};
+
+}  // namespace gpuwire::cuda

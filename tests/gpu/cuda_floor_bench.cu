@@ -1,0 +1,223 @@
+// cuda_floor_bench: the CUDA floors gpuwire's protocols stand on, as medians.
+//   - 8-byte cudaMemcpyAsync D2H / H2D (pinned) and GPU0->GPU1, each + stream sync
+//   - cudaMemcpyPeer GPU0->GPU1 bandwidth, 4 MiB .. 1 GiB
+//   - pinned H2D / D2H bandwidth
+//   - completion: TrackedStream::mark + reached vs event record + query
+//   - MemoryClassifier cost per call: host/device, cache hit/miss
+// Usage: cuda_floor_bench [reps]   (prints a table; exits 77 without a GPU)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "gpuwire/cuda/memory_classifier.hpp"
+#include "gpuwire/cuda/stream.hpp"
+
+using namespace gpuwire::cuda;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int g_reps = 1000;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorName(e));
+    std::exit(1);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median wall time of one call of fn, in microseconds.
+double time_us(int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < std::max(3, reps / 20); ++i) fn();
+  std::vector<double> t;
+  t.reserve(reps);
+  for (int i = 0; i < reps; ++i) {
+    auto a = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
+  }
+  return median(t);
+}
+
+// Median nanoseconds per call over batches of `batch` calls.
+double ns_per_call(int batch, const std::function<void()>& fn) {
+  std::vector<double> t;
+  for (int r = 0; r < 50; ++r) {
+    auto a = Clock::now();
+    for (int i = 0; i < batch; ++i) fn();
+    t.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count() / batch);
+  }
+  return median(t);
+}
+
+// Median GB/s of one copy of `bytes` on `s`, timed with events.
+double gbps(size_t bytes, cudaStream_t s, const std::function<void()>& copy) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  copy();
+  check(cudaStreamSynchronize(s), "sync");
+  const int reps = bytes >= (size_t{256} << 20) ? 5 : 20;
+  std::vector<double> v;
+  for (int i = 0; i < reps; ++i) {
+    check(cudaEventRecord(a, s), "record");
+    copy();
+    check(cudaEventRecord(b, s), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    v.push_back(bytes / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(v);
+}
+
+void row(const char* what, double value, const char* unit) { std::printf("%-52s %10.3f %s\n", what, value, unit); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_reps = std::max(10, std::atoi(argv[1]));
+  Driver& drv = Driver::instance();
+  if (!drv.available()) {
+    std::printf("SKIP: no usable GPU: %s\n", drv.unavailable_reason());
+    return 77;
+  }
+  const int ngpu = drv.device_count();
+  std::printf("cuda_floor_bench: %d GPU(s), driver %d, %d reps; medians\n", ngpu, drv.driver_version(), g_reps);
+
+  check(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  void *d8 = nullptr, *h8 = nullptr;
+  check(cudaMalloc(&d8, 64), "cudaMalloc");
+  check(cudaMallocHost(&h8, 64), "cudaMallocHost");
+
+  row("8 B cudaMemcpyAsync D2H (pinned) + sync", time_us(g_reps, [&] {
+        check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, s), "memcpy");
+        check(cudaStreamSynchronize(s), "sync");
+      }), "us");
+  row("8 B cudaMemcpyAsync H2D (pinned) + sync", time_us(g_reps, [&] {
+        check(cudaMemcpyAsync(d8, h8, 8, cudaMemcpyHostToDevice, s), "memcpy");
+        check(cudaStreamSynchronize(s), "sync");
+      }), "us");
+  row("8 B cudaMemcpyAsync issue only (D2H)", time_us(g_reps, [&] {
+        check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, s), "memcpy");
+      }), "us");
+  check(cudaStreamSynchronize(s), "sync");
+
+  // Completion: a value written by the stream vs an event queried in a loop.
+  {
+    StreamPool pool;
+    TrackedStream* ts = pool.next(0).value();
+    row("TrackedStream::mark issue", time_us(g_reps, [&] { (void)ts->mark(); }), "us");
+    check(cudaStreamSynchronize(ts->handle()), "sync");
+    row("8 B D2H + mark + spin on reached()", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, ts->handle()), "memcpy");
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    cudaEvent_t ev;
+    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event");
+    row("8 B D2H + event record + spin on cudaEventQuery", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, ts->handle()), "memcpy");
+          check(cudaEventRecord(ev, ts->handle()), "record");
+          while (cudaEventQuery(ev) == cudaErrorNotReady) {
+          }
+        }), "us");
+    row("cudaEventQuery on finished work", time_us(g_reps, [&] { (void)cudaEventQuery(ev); }), "us");
+    row("TrackedStream::reached (one load)", ns_per_call(100000, [&] { (void)ts->reached(1); }) / 1000, "us");
+    cudaEventDestroy(ev);
+  }
+
+  // The classifier.
+  {
+    std::vector<char> host(1 << 20);
+    void* dev = nullptr;
+    check(cudaMalloc(&dev, 1 << 20), "cudaMalloc");
+    MemoryInfo info;
+    MemoryClassifier cached(drv);
+    ClassifierConfig none;
+    none.host_entries = 0;
+    none.device_entries = 0;
+    MemoryClassifier uncached(drv, none);
+    row("classify host, cache hit", ns_per_call(100000, [&] { (void)cached.classify(host.data(), 4096, info); }),
+        "ns");
+    row("classify host, miss (driver query)",
+        ns_per_call(2000, [&] { (void)uncached.classify(host.data(), 4096, info); }), "ns");
+    row("classify device, hit (buffer ID confirmed)",
+        ns_per_call(2000, [&] { (void)cached.classify(dev, 4096, info); }), "ns");
+    row("classify device, miss (full query)",
+        ns_per_call(2000, [&] { (void)uncached.classify(dev, 4096, info); }), "ns");
+    row("classifier invalidate() of one range (1024 entries)",
+        ns_per_call(2000, [&] { cached.invalidate(host.data() + (2 << 20), 4096); }), "ns");
+    check(cudaFree(dev), "cudaFree");
+  }
+
+  // Pinned host <-> device bandwidth.
+  for (size_t mib : {64, 256}) {
+    size_t bytes = mib << 20;
+    void *h = nullptr, *d = nullptr;
+    check(cudaMallocHost(&h, bytes), "cudaMallocHost");
+    check(cudaMalloc(&d, bytes), "cudaMalloc");
+    char label[64];
+    std::snprintf(label, sizeof label, "pinned H2D %zu MiB", mib);
+    row(label, gbps(bytes, s, [&] { check(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s), "h2d"); }),
+        "GB/s");
+    std::snprintf(label, sizeof label, "pinned D2H %zu MiB", mib);
+    row(label, gbps(bytes, s, [&] { check(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s), "d2h"); }),
+        "GB/s");
+    cudaFreeHost(h);
+    cudaFree(d);
+  }
+
+  if (ngpu >= 2) {
+    int can = 0;
+    check(cudaDeviceCanAccessPeer(&can, 0, 1), "canAccessPeer");
+    if (can) {
+      check(cudaDeviceEnablePeerAccess(1, 0), "enablePeer 0->1");
+      check(cudaSetDevice(1), "cudaSetDevice");
+      check(cudaDeviceEnablePeerAccess(0, 0), "enablePeer 1->0");
+      check(cudaSetDevice(0), "cudaSetDevice");
+    }
+    void* p1 = nullptr;
+    check(cudaSetDevice(1), "cudaSetDevice");
+    check(cudaMalloc(&p1, size_t{1} << 30), "cudaMalloc 1 GiB on GPU1");
+    check(cudaSetDevice(0), "cudaSetDevice");
+    void* p0 = nullptr;
+    check(cudaMalloc(&p0, size_t{1} << 30), "cudaMalloc 1 GiB on GPU0");
+    row("8 B cudaMemcpyPeerAsync GPU0->GPU1 + sync", time_us(g_reps, [&] {
+          check(cudaMemcpyPeerAsync(p1, 1, p0, 0, 8, s), "peer");
+          check(cudaStreamSynchronize(s), "sync");
+        }), "us");
+    for (size_t mib = 4; mib <= 1024; mib *= 4) {
+      size_t bytes = mib << 20;
+      char label[64];
+      std::snprintf(label, sizeof label, "cudaMemcpyPeerAsync GPU0->GPU1 %zu MiB", mib);
+      row(label, gbps(bytes, s, [&] { check(cudaMemcpyPeerAsync(p1, 1, p0, 0, bytes, s), "peer"); }), "GB/s");
+    }
+    cudaFree(p0);
+    check(cudaSetDevice(1), "cudaSetDevice");
+    cudaFree(p1);
+    check(cudaSetDevice(0), "cudaSetDevice");
+  } else {
+    std::printf("one GPU: peer rows skipped\n");
+  }
+
+  cudaFree(d8);
+  cudaFreeHost(h8);
+  cudaStreamDestroy(s);
+  return 0;
+}
