@@ -501,9 +501,8 @@ ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_le
                                  size_t, const ucp_am_recv_param_t *)
 {
     auto *e = static_cast<Engine *>(arg);
-    if (header_length != sizeof(SyncAckHeader)) return UCS_OK;
     SyncAckHeader h;
-    std::memcpy(&h, header, sizeof(h));
+    if (!decode_sync_ack(header, header_length, &h)) return UCS_OK;
     auto it = e->sync_waiting_.find(h.sync_id);
     if (it == e->sync_waiting_.end()) {
         e->log(GW_LOG_WARN, "synchronous-send acknowledgement for an unknown send dropped");
@@ -565,14 +564,13 @@ ucs_status_t Engine::on_msg(void *arg, const void *header, size_t header_length,
                             size_t length, const ucp_am_recv_param_t *param)
 {
     auto *e = static_cast<Engine *>(arg);
-    if (header_length != sizeof(MsgHeader)) {
+    MsgHeader h;
+    if (!decode_msg_header(header, header_length, &h)) {
         e->log(GW_LOG_ERROR, "message with a %zu-byte header dropped (expected %zu)",
                header_length, sizeof(MsgHeader));
         ++e->stats_.dropped_messages;
         return UCS_OK;
     }
-    MsgHeader h;
-    std::memcpy(&h, header, sizeof(h));
     if (h.src_peer >= e->peers_.size()) {
         e->log(GW_LOG_ERROR, "message from unknown process %u dropped", h.src_peer);
         ++e->stats_.dropped_messages;

@@ -30,7 +30,9 @@
 // its buffer).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace gpuwire::engine {
@@ -55,10 +57,27 @@ struct MsgHeader {
 static_assert(sizeof(MsgHeader) == 32);
 static_assert(std::is_trivially_copyable_v<MsgHeader>);
 
+// Reads a message header from untrusted bytes: exact size only. What the
+// fields mean is checked by the receiver against its own state (process
+// count, sequence numbers); nothing here trusts them.
+inline bool decode_msg_header(const void *bytes, size_t length, MsgHeader *out)
+{
+    if (bytes == nullptr || length != sizeof(MsgHeader)) return false;
+    std::memcpy(out, bytes, sizeof(MsgHeader));
+    return true;
+}
+
 struct SyncAckHeader {
     uint64_t sync_id;
 };
 static_assert(sizeof(SyncAckHeader) == 8);
 static_assert(std::is_trivially_copyable_v<SyncAckHeader>);
+
+inline bool decode_sync_ack(const void *bytes, size_t length, SyncAckHeader *out)
+{
+    if (bytes == nullptr || length != sizeof(SyncAckHeader)) return false;
+    std::memcpy(out, bytes, sizeof(SyncAckHeader));
+    return true;
+}
 
 } // namespace gpuwire::engine
