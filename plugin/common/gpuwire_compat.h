@@ -7,6 +7,7 @@
  *   PML component struct       mca_pml_base_component_2_0_0_t   mca_pml_base_component_2_1_0_t
  *                              (same four members in both)
  *   PML version macro          MCA_PML_BASE_VERSION_2_0_0       MCA_PML_BASE_VERSION_2_1_0
+ *   coll version macro         MCA_COLL_BASE_VERSION_2_0_0      MCA_COLL_BASE_VERSION_2_4_0
  *   PML module struct          has pml_ft_event                 no pml_ft_event; has
  *                                                               pml_revoke_comm (base fills a
  *                                                               NULL) and pml_get_transports
@@ -41,9 +42,21 @@
 #if OMPI_MAJOR_VERSION == 4
 #include "opal/mca/pmix/pmix.h"
 #define GW_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_0_0
+#define GW_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_0_0
 typedef mca_pml_base_component_2_0_0_t gw_pml_component_t;
 #define GW_MODEX_SCOPE_GLOBAL OPAL_PMIX_GLOBAL
-static inline int gw_compat_fence(void) { return opal_pmix.fence(NULL, 0); }
+static inline void gw_compat_fence_done(int status, void *flag) { *(volatile int *)flag = 1; }
+/* A job-wide fence that keeps calling progress() while it waits, so a peer
+ * still flushing towards this process is served. */
+static inline int gw_compat_fence(int (*progress)(void))
+{
+    volatile int done = 0;
+    if (OPAL_SUCCESS != opal_pmix.fence_nb(NULL, 0, gw_compat_fence_done, (void *)&done)) {
+        return opal_pmix.fence(NULL, 0);
+    }
+    while (!done) progress();
+    return OMPI_SUCCESS;
+}
 static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm) { return comm->c_contextid; }
 /* Data that Open MPI 5.0 does not have. A reference to missing data makes
  * dlopen fail before the component's register function can name the release
@@ -54,10 +67,19 @@ static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm) { return com
 #elif OMPI_MAJOR_VERSION == 5
 #include "opal/mca/pmix/pmix-internal.h"
 #define GW_PML_BASE_VERSION MCA_PML_BASE_VERSION_2_1_0
+#define GW_COLL_BASE_VERSION MCA_COLL_BASE_VERSION_2_4_0
 typedef mca_pml_base_component_2_1_0_t gw_pml_component_t;
-static inline int gw_compat_fence(void)
+static inline void gw_compat_fence_done(pmix_status_t status, void *flag) { *(volatile int *)flag = 1; }
+/* A job-wide fence that keeps calling progress() while it waits, so a peer
+ * still flushing towards this process is served. */
+static inline int gw_compat_fence(int (*progress)(void))
 {
-    return PMIx_Fence(NULL, 0, NULL, 0) == PMIX_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+    volatile int done = 0;
+    if (PMIX_SUCCESS != PMIx_Fence_nb(NULL, 0, NULL, 0, gw_compat_fence_done, (void *)&done)) {
+        return PMIx_Fence(NULL, 0, NULL, 0) == PMIX_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+    }
+    while (!done) progress();
+    return OMPI_SUCCESS;
 }
 #define GW_MODEX_SCOPE_GLOBAL PMIX_GLOBAL
 static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm)

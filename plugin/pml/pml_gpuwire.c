@@ -193,7 +193,7 @@ static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
     /* Every endpoint is closed (flushed) before any process tears its worker
      * down: close, then wait for everybody. */
     gw_engine_disconnect(mca_pml_gpuwire.engine);
-    return gw_compat_fence();
+    return gw_compat_fence(mca_pml_gpuwire_progress);
 }
 
 static int pml_enable(bool enable) { return OMPI_SUCCESS; }

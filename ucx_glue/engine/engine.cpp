@@ -184,9 +184,15 @@ void Engine::disconnect()
             ucp_worker_progress(worker_);
         }
         if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-            log(GW_LOG_WARN, "an endpoint did not close within 10 s; forcing");
+            // A cancelled close need not finish either: progress a little
+            // more, then let UCX release the request whenever it completes.
+            log(GW_LOG_WARN, "an endpoint did not close within 10 s; giving up on it");
             ucp_request_cancel(worker_, r);
-            while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+            auto cancel_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            while (ucp_request_check_status(r) == UCS_INPROGRESS &&
+                   std::chrono::steady_clock::now() < cancel_deadline) {
+                ucp_worker_progress(worker_);
+            }
         }
         ucp_request_free(r);
     }
