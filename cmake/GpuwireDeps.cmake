@@ -23,10 +23,41 @@ find_program(GPUWIRE_OMPI_INFO ompi_info REQUIRED)
 execute_process(COMMAND ${GPUWIRE_OMPI_INFO} --path pkglibdir --parsable
                 OUTPUT_VARIABLE _pkglib OUTPUT_STRIP_TRAILING_WHITESPACE)
 string(REGEX REPLACE ".*pkglibdir:" "" OMPI_COMPONENT_DIR "${_pkglib}")
+# Open MPI 5.0 uses an external PMIx, whose headers its internal ones include.
+if(OMPI_VERSION_MAJOR GREATER_EQUAL 5)
+  pkg_check_modules(PMIX REQUIRED IMPORTED_TARGET pmix)
+endif()
+# A devel package may lack internal headers that others include (Debian 13's
+# Open MPI 5.0.7 has no opal/mca/threads/pthreads/*.h): the same release's
+# source provides them through GPUWIRE_OMPI_EXTRA_INCLUDE_DIRS
+# (ci/ompi5_chroot.sh shows how). Checked here, so that a missing one is
+# named at configure time.
+set(GPUWIRE_OMPI_EXTRA_INCLUDE_DIRS "" CACHE STRING
+    "Folders with Open MPI internal headers that its devel package lacks")
+list(APPEND OMPI_INCLUDE_DIRS ${GPUWIRE_OMPI_EXTRA_INCLUDE_DIRS})
+set(_probe_dir ${CMAKE_BINARY_DIR}/CMakeFiles/gpuwire_ompi_headers)
+file(WRITE ${_probe_dir}/probe.c
+     "#include \"ompi_config.h\"\n#include \"ompi/mca/pml/pml.h\"\n"
+     "#include \"ompi/communicator/communicator.h\"\n#include \"ompi/proc/proc.h\"\n"
+     "#include \"opal/runtime/opal_progress.h\"\nint gw_probe;\n")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+try_compile(_ompi_headers_ok ${_probe_dir}/build SOURCES ${_probe_dir}/probe.c
+            CMAKE_FLAGS "-DINCLUDE_DIRECTORIES=${OMPI_INCLUDE_DIRS};${PMIX_INCLUDE_DIRS}"
+            OUTPUT_VARIABLE _probe_out)
+unset(CMAKE_TRY_COMPILE_TARGET_TYPE)
+if(NOT _ompi_headers_ok)
+  string(REGEX MATCH "error: [^\n]*" _why "${_probe_out}")
+  message(FATAL_ERROR "Open MPI ${OMPI_VERSION}'s devel headers are incomplete (${_why}); "
+          "pass -DGPUWIRE_OMPI_EXTRA_INCLUDE_DIRS=<folder holding the missing headers from the "
+          "Open MPI ${OMPI_VERSION} source>")
+endif()
 message(STATUS "Open MPI ${OMPI_VERSION}: headers ${OMPI_INCLUDE_DIRS}, components in ${OMPI_COMPONENT_DIR}")
 add_library(gpuwire_ompi INTERFACE)
 target_include_directories(gpuwire_ompi SYSTEM INTERFACE ${OMPI_INCLUDE_DIRS})
 target_link_libraries(gpuwire_ompi INTERFACE ${OMPI_LIBMPI})
+if(OMPI_VERSION_MAJOR GREATER_EQUAL 5)
+  target_link_libraries(gpuwire_ompi INTERFACE PkgConfig::PMIX)
+endif()
 
 # --- UCX ----------------------------------------------------------------------
 # GPUWIRE_UCX_ROOT points at an unpacked libucx-dev where the system has only

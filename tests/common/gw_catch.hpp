@@ -2,6 +2,8 @@
 #pragma once
 #if GPUWIRE_CATCH_VERSION == 3
 #include <catch2/catch_all.hpp>
+// Catch2 2.x puts Approx in the global namespace, 3.x only in Catch.
+using Catch::Approx;
 #else
 #include <catch2/catch.hpp>
 #endif
