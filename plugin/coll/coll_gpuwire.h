@@ -1,0 +1,143 @@
+/*
+ * coll/gpuwire: MPI collectives on GPU buffers for an Open MPI that is not
+ * CUDA-aware.
+ *
+ * The module sits above the modules Open MPI would otherwise use on a
+ * communicator. At enable it saves, for every collective it provides, the
+ * function and module that were there before it (previous_<op>,
+ * previous_<op>_module, each retained). A call whose buffers are all host
+ * memory goes to that previous function unchanged; a call with a device
+ * buffer goes to a GPU algorithm chosen by memory kind (the dispatch in
+ * coll_gpuwire_dispatch.h). Barrier and Ibarrier carry no buffer and are not
+ * provided: Open MPI calls the modules below directly.
+ */
+#ifndef COLL_GPUWIRE_H
+#define COLL_GPUWIRE_H
+
+#include "ompi_config.h"
+#include "gpuwire_compat.h"
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/coll/base/base.h"
+#include "ompi/mca/coll/coll.h"
+#include "ompi/request/request.h"
+
+/* Parameters and process-wide state of the component. */
+typedef struct {
+    int priority;
+    int verbose;
+    bool device;          /* accept device buffers when a GPU is present */
+    bool device_sync;     /* wait for the legacy default stream before reading device data */
+    size_t staging_bytes; /* pinned host staging kept for reuse (bytes) */
+    int output;           /* opal_output stream */
+    bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
+    unsigned long long gpus;
+    /* Counters, read through MPI_T (coll_gpuwire_*); approximate under
+     * MPI_THREAD_MULTIPLE, never locked. */
+    unsigned long long passthrough_calls;
+    unsigned long long staged_calls;
+    unsigned long long staged_bytes;
+} mca_coll_gpuwire_globals_t;
+
+typedef struct {
+    mca_coll_base_module_t super;
+
+    /* What Open MPI would have called without this module. Each module is
+     * retained at enable and released by the destructor. A collective
+     * with no previous function is not provided (its slot is NULL). */
+    mca_coll_base_module_allgather_fn_t previous_allgather;
+    mca_coll_base_module_t *previous_allgather_module;
+    mca_coll_base_module_allgatherv_fn_t previous_allgatherv;
+    mca_coll_base_module_t *previous_allgatherv_module;
+    mca_coll_base_module_allreduce_fn_t previous_allreduce;
+    mca_coll_base_module_t *previous_allreduce_module;
+    mca_coll_base_module_alltoall_fn_t previous_alltoall;
+    mca_coll_base_module_t *previous_alltoall_module;
+    mca_coll_base_module_alltoallv_fn_t previous_alltoallv;
+    mca_coll_base_module_t *previous_alltoallv_module;
+    mca_coll_base_module_alltoallw_fn_t previous_alltoallw;
+    mca_coll_base_module_t *previous_alltoallw_module;
+    mca_coll_base_module_bcast_fn_t previous_bcast;
+    mca_coll_base_module_t *previous_bcast_module;
+    mca_coll_base_module_exscan_fn_t previous_exscan;
+    mca_coll_base_module_t *previous_exscan_module;
+    mca_coll_base_module_gather_fn_t previous_gather;
+    mca_coll_base_module_t *previous_gather_module;
+    mca_coll_base_module_gatherv_fn_t previous_gatherv;
+    mca_coll_base_module_t *previous_gatherv_module;
+    mca_coll_base_module_reduce_fn_t previous_reduce;
+    mca_coll_base_module_t *previous_reduce_module;
+    mca_coll_base_module_reduce_scatter_fn_t previous_reduce_scatter;
+    mca_coll_base_module_t *previous_reduce_scatter_module;
+    mca_coll_base_module_reduce_scatter_block_fn_t previous_reduce_scatter_block;
+    mca_coll_base_module_t *previous_reduce_scatter_block_module;
+    mca_coll_base_module_scan_fn_t previous_scan;
+    mca_coll_base_module_t *previous_scan_module;
+    mca_coll_base_module_scatter_fn_t previous_scatter;
+    mca_coll_base_module_t *previous_scatter_module;
+    mca_coll_base_module_scatterv_fn_t previous_scatterv;
+    mca_coll_base_module_t *previous_scatterv_module;
+
+    mca_coll_base_module_iallgather_fn_t previous_iallgather;
+    mca_coll_base_module_t *previous_iallgather_module;
+    mca_coll_base_module_iallgatherv_fn_t previous_iallgatherv;
+    mca_coll_base_module_t *previous_iallgatherv_module;
+    mca_coll_base_module_iallreduce_fn_t previous_iallreduce;
+    mca_coll_base_module_t *previous_iallreduce_module;
+    mca_coll_base_module_ialltoall_fn_t previous_ialltoall;
+    mca_coll_base_module_t *previous_ialltoall_module;
+    mca_coll_base_module_ialltoallv_fn_t previous_ialltoallv;
+    mca_coll_base_module_t *previous_ialltoallv_module;
+    mca_coll_base_module_ialltoallw_fn_t previous_ialltoallw;
+    mca_coll_base_module_t *previous_ialltoallw_module;
+    mca_coll_base_module_ibcast_fn_t previous_ibcast;
+    mca_coll_base_module_t *previous_ibcast_module;
+    mca_coll_base_module_iexscan_fn_t previous_iexscan;
+    mca_coll_base_module_t *previous_iexscan_module;
+    mca_coll_base_module_igather_fn_t previous_igather;
+    mca_coll_base_module_t *previous_igather_module;
+    mca_coll_base_module_igatherv_fn_t previous_igatherv;
+    mca_coll_base_module_t *previous_igatherv_module;
+    mca_coll_base_module_ireduce_fn_t previous_ireduce;
+    mca_coll_base_module_t *previous_ireduce_module;
+    mca_coll_base_module_ireduce_scatter_fn_t previous_ireduce_scatter;
+    mca_coll_base_module_t *previous_ireduce_scatter_module;
+    mca_coll_base_module_ireduce_scatter_block_fn_t previous_ireduce_scatter_block;
+    mca_coll_base_module_t *previous_ireduce_scatter_block_module;
+    mca_coll_base_module_iscan_fn_t previous_iscan;
+    mca_coll_base_module_t *previous_iscan_module;
+    mca_coll_base_module_iscatter_fn_t previous_iscatter;
+    mca_coll_base_module_t *previous_iscatter_module;
+    mca_coll_base_module_iscatterv_fn_t previous_iscatterv;
+    mca_coll_base_module_t *previous_iscatterv_module;
+} mca_coll_gpuwire_module_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);
+
+#ifdef GW_COLL_FAKE_DEVICE
+/* The test build over a simulated GPU (tests/mpi_coll/fake_device.c) loads
+ * as coll "gpuwirefake" beside the real component, and only where asked for
+ * by priority. */
+#define mca_coll_gpuwire_component mca_coll_gpuwirefake_component
+#define GW_COLL_COMPONENT_NAME "gpuwirefake"
+#define GW_COLL_DEFAULT_PRIORITY -1
+#else
+#define GW_COLL_COMPONENT_NAME "gpuwire"
+#define GW_COLL_DEFAULT_PRIORITY 80
+#endif
+
+extern __attribute__((visibility("default"))) mca_coll_base_component_t mca_coll_gpuwire_component;
+extern mca_coll_gpuwire_globals_t mca_coll_gpuwire;
+
+/* coll_gpuwire_module.c */
+mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *comm,
+                                                    int *priority);
+
+/* coll_gpuwire_staged.c: the non-blocking machinery's life cycle. */
+int mca_coll_gpuwire_requests_init(void);
+void mca_coll_gpuwire_requests_fini(void);
+
+#define COLL_GPUWIRE_VERBOSE(level, ...) \
+    opal_output_verbose((level), mca_coll_gpuwire.output, "coll:gpuwire: " __VA_ARGS__)
+
+#endif

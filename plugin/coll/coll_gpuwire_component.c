@@ -1,0 +1,194 @@
+/*
+ * The coll/gpuwire component: version check, MCA parameters and MPI_T
+ * counters, the device layer's life cycle, selection.
+ */
+#include "coll_gpuwire.h"
+
+#include <string.h>
+
+#include "coll_gpuwire_device.h"
+#include "gpuwire_pin.h"
+#include "gpuwire_version.h"
+#include "opal/mca/base/mca_base_pvar.h"
+#include "opal/mca/base/mca_base_var.h"
+
+static int component_register(void);
+static int component_open(void);
+static int component_close(void);
+static int component_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+
+mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
+    /* Above every module a stock Open MPI 4.1 enables by default (tuned 30,
+     * sync 50, self 75), so that device buffers are caught on every
+     * communicator, MPI_COMM_SELF included, and below hcoll (90). */
+    .priority = GW_COLL_DEFAULT_PRIORITY,
+    .verbose = 0,
+    .device = true,
+    .device_sync = true,
+    .staging_bytes = (size_t)256 << 20,
+    .output = -1,
+};
+
+__attribute__((visibility("default"))) mca_coll_base_component_t mca_coll_gpuwire_component = {
+    .collm_version = {
+        GW_COLL_BASE_VERSION,
+        .mca_component_name = GW_COLL_COMPONENT_NAME,
+        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+        .mca_open_component = component_open,
+        .mca_close_component = component_close,
+        .mca_register_component_params = component_register,
+    },
+    .collm_data = {
+        .param_field = MCA_BASE_METADATA_PARAM_NONE,
+    },
+    .collm_init_query = component_init_query,
+    .collm_comm_query = mca_coll_gpuwire_comm_query,
+};
+
+static void register_counter(const char *name, const char *help, unsigned long long *storage,
+                             int var_class)
+{
+    (void)mca_base_component_pvar_register(
+        &mca_coll_gpuwire_component.collm_version, name, help, OPAL_INFO_LVL_4, var_class,
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL, storage);
+}
+
+static int component_register(void)
+{
+    /* First, before anything touches Open MPI's structures: is this the
+     * release we were built for? */
+    char running[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    char why[320];
+    PMPI_Get_library_version(running, &len);
+    if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
+                           running, "coll", why, sizeof(why)) != 0) {
+        opal_output(0, "%s", why);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    if (gw_pin_self(&mca_coll_gpuwire_component, why, sizeof(why)) != 0) {
+        opal_output(0, "coll:gpuwire: %s", why);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+
+    mca_base_component_t *c = &mca_coll_gpuwire_component.collm_version;
+    (void)mca_base_component_var_register(
+        c, "priority",
+        "Selection priority of coll gpuwire: the module with the highest priority provides "
+        "each collective, and gpuwire passes host buffers on to the one below it (tuned 30, "
+        "self 75); a negative value disables it",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.priority);
+    (void)mca_base_component_var_register(
+        c, "verbose",
+        "Verbosity: 1 device support and errors, 10 every communicator, 20 every collective "
+        "on device memory",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_coll_gpuwire.verbose);
+    (void)mca_base_component_var_register(
+        c, "device",
+        "Accept GPU buffers (CUDA) when a GPU and its driver are present; 0: every collective "
+        "passes through unchanged",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.device);
+    (void)mca_base_component_var_register(
+        c, "device_sync",
+        "Before a collective reads or writes device buffers, wait for work this process "
+        "queued on the legacy default stream (cudaMemcpy device to device, kernels without a "
+        "stream); 0 when the application synchronizes itself",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.device_sync);
+    (void)mca_base_component_var_register(
+        c, "staging_bytes",
+        "Pinned host memory kept for staging device buffers, reused across collectives; "
+        "staging beyond it uses plain host memory (slower copies); 0: plain host memory only",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.staging_bytes);
+
+    register_counter("passthrough_calls",
+                     "Collectives on host buffers passed to the module below unchanged",
+                     &mca_coll_gpuwire.passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("staged_calls",
+                     "Collectives on device buffers staged through host memory",
+                     &mca_coll_gpuwire.staged_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("staged_bytes", "Bytes of host staging used by staged collectives",
+                     &mca_coll_gpuwire.staged_bytes, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("gpus",
+                     "GPUs whose buffers coll gpuwire handles; 0: no GPU (or coll_gpuwire_device "
+                     "0), every collective passes through",
+                     &mca_coll_gpuwire.gpus, MCA_BASE_PVAR_CLASS_SIZE);
+    return OMPI_SUCCESS;
+}
+
+static int component_open(void)
+{
+    mca_coll_gpuwire.output = opal_output_open(NULL);
+    opal_output_set_verbosity(mca_coll_gpuwire.output, mca_coll_gpuwire.verbose);
+    return OMPI_SUCCESS;
+}
+
+static void device_log(int level, const char *msg)
+{
+    if (level <= 0) {
+        opal_output(0, "coll:gpuwire: %s", msg);
+    } else {
+        opal_output_verbose(level * 5, mca_coll_gpuwire.output, "coll:gpuwire: %s", msg);
+    }
+}
+
+static int component_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+    int rc = mca_coll_gpuwire_requests_init();
+    if (OMPI_SUCCESS != rc) return rc;
+    mca_coll_gpuwire.device_ready = false;
+    mca_coll_gpuwire.gpus = 0;
+    if (!mca_coll_gpuwire.device) {
+        COLL_GPUWIRE_VERBOSE(1, "device buffers: off (coll_gpuwire_device 0); every collective "
+                                "passes through");
+        return OMPI_SUCCESS;
+    }
+    gw_coll_device_params_t p = {
+        .staging_bytes = mca_coll_gpuwire.staging_bytes,
+        .log = device_log,
+    };
+    char why[256] = "";
+    int gpus = gw_coll_device_open(&p, why, sizeof(why));
+    if (gpus <= 0) {
+        /* Not an error: host collectives work as before. */
+        COLL_GPUWIRE_VERBOSE(1, "device buffers: %s; every collective passes through", why);
+        return OMPI_SUCCESS;
+    }
+    gw_coll_device_stats_t s;
+    gw_coll_device_stats(&s);
+    mca_coll_gpuwire.gpus = (unsigned long long)gpus;
+    mca_coll_gpuwire.device_ready = true;
+    COLL_GPUWIRE_VERBOSE(1, "device buffers: %d GPU(s), staged through host memory (%zu bytes "
+                            "pinned at most); host memory kinds %s",
+                         gpus, mca_coll_gpuwire.staging_bytes,
+                         s.unmap_hooked ? "cached (UCM unmap events)"
+                                        : "asked of the driver every time (no UCM unmap events)");
+    return OMPI_SUCCESS;
+}
+
+static int component_close(void)
+{
+    if (mca_coll_gpuwire.device_ready) {
+        gw_coll_device_stats_t s;
+        gw_coll_device_stats(&s);
+        COLL_GPUWIRE_VERBOSE(2, "%llu collectives passed through, %llu staged (%llu bytes); "
+                                "%llu classifications (%llu host hits, %llu driver queries); "
+                                "%llu bytes pinned, %llu plain host staging buffers",
+                             mca_coll_gpuwire.passthrough_calls, mca_coll_gpuwire.staged_calls,
+                             mca_coll_gpuwire.staged_bytes, s.classified, s.host_hits, s.misses,
+                             s.pinned_bytes, s.plain_allocs);
+    }
+    mca_coll_gpuwire_requests_fini();
+    gw_coll_device_close();
+    mca_coll_gpuwire.device_ready = false;
+    if (mca_coll_gpuwire.output >= 0) {
+        opal_output_close(mca_coll_gpuwire.output);
+        mca_coll_gpuwire.output = -1;
+    }
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,304 @@
+// The C interface of coll_gpuwire_device.h over the cuda module.
+#include "coll_gpuwire_device.h"
+
+#include <ucm/api/ucm.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpuwire/cuda/copy.hpp"
+#include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/memory_classifier.hpp"
+#include "gpuwire/cuda/pinned_pool.hpp"
+#include "gpuwire/cuda/stream.hpp"
+
+namespace cu = gpuwire::cuda;
+
+namespace {
+
+int fail(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int fail(char *why, size_t why_len, const char *fmt, ...)
+{
+    if (why && why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int fail_status(char *why, size_t why_len, const char *what, const cu::Status &s)
+{
+    return fail(why, why_len, "%s: %s", what, s.message().c_str());
+}
+
+// Pinned host buffers of any size, lent whole and kept for reuse up to a
+// bound on pinned bytes. Pinning costs far more than a copy (cudaHostAlloc of
+// 64 MiB: milliseconds), so it pays only through reuse: a request that the
+// bound cannot hold, even after dropping idle buffers, gets plain host memory.
+// Not synchronised: the owner's lock serialises get and put.
+class StagingCache {
+  public:
+    StagingCache(cu::DriverApi &driver, size_t bound) : driver_(driver), bound_(bound) {}
+
+    int get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len)
+    {
+        const size_t need = round_up(len);
+        Slot *best = nullptr;
+        for (auto &s : slots_) {
+            if (!s->lent && s->buf.size() >= len && s->buf.size() <= 4 * need &&
+                (!best || s->buf.size() < best->buf.size()))
+                best = s.get();
+        }
+        if (!best && need <= bound_) {
+            drop_idle_until(bound_ - need);
+            if (pinned_ + need <= bound_) {
+                auto b = cu::PinnedBuffer::allocate(driver_, need, gpu);
+                if (b) {
+                    slots_.push_back(std::make_unique<Slot>(Slot{std::move(*b), false}));
+                    pinned_ += need;
+                    best = slots_.back().get();
+                }
+                // A failed pin falls back to plain host memory below.
+            }
+        }
+        if (best) {
+            best->lent = true;
+            ++lent_;
+            *out = gw_coll_host_buf_t{best->buf.data(), len, best};
+            return 0;
+        }
+        void *p = std::malloc(len ? len : 1);
+        if (!p) return fail(why, why_len, "malloc of %zu bytes of host staging failed", len);
+        ++plain_;
+        *out = gw_coll_host_buf_t{p, len, nullptr};
+        return 0;
+    }
+
+    void put(gw_coll_host_buf_t *b)
+    {
+        if (b->owner) {
+            static_cast<Slot *>(b->owner)->lent = false;
+            --lent_;
+        } else {
+            std::free(b->ptr);
+        }
+        *b = gw_coll_host_buf_t{nullptr, 0, nullptr};
+    }
+
+    size_t pinned() const { return pinned_; }
+    size_t lent() const { return lent_; }
+    size_t plain() const { return plain_; }
+
+  private:
+    struct Slot {
+        cu::PinnedBuffer buf;
+        bool lent;
+    };
+    static size_t round_up(size_t len)
+    {
+        size_t n = 4096;
+        while (n < len && n < (SIZE_MAX >> 1)) n <<= 1;
+        return n < len ? len : n;
+    }
+    void drop_idle_until(size_t target)
+    {
+        while (pinned_ > target) {
+            auto it = std::max_element(slots_.begin(), slots_.end(), [](auto &a, auto &b) {
+                size_t sa = a->lent ? 0 : a->buf.size(), sb = b->lent ? 0 : b->buf.size();
+                return sa < sb;
+            });
+            if (it == slots_.end() || (*it)->lent) return;
+            pinned_ -= (*it)->buf.size();
+            slots_.erase(it);
+        }
+    }
+
+    cu::DriverApi &driver_;
+    const size_t bound_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    size_t pinned_ = 0;
+    size_t lent_ = 0;
+    size_t plain_ = 0;
+};
+
+// The classifier an unmap must reach; null until it exists. The UCM handler
+// is installed before the classifier, because whether it could be installed
+// decides the classifier's configuration.
+std::atomic<cu::MemoryClassifier *> g_unmap_target{nullptr};
+
+void on_vm_unmapped(ucm_event_type_t, ucm_event_t *event, void *)
+{
+    cu::MemoryClassifier *c = g_unmap_target.load(std::memory_order_acquire);
+    if (c) c->invalidate(event->vm_unmapped.address, event->vm_unmapped.size);
+}
+
+struct DeviceState {
+    DeviceState(cu::Driver &d, bool hooked, size_t staging_bytes)
+        : driver(d), unmap_hooked(hooked),
+          classifier(d, [hooked] {
+              cu::ClassifierConfig c;
+              if (!hooked) c.host_entries = 0;
+              return c;
+          }()),
+          streams(cu::StreamPoolConfig{1, 0, false}), staging(d, staging_bytes)
+    {
+    }
+
+    cu::Driver &driver;
+    const bool unmap_hooked;
+    cu::MemoryClassifier classifier;
+    std::mutex mu; // streams and staging
+    cu::StreamPool streams;
+    StagingCache staging;
+};
+
+std::unique_ptr<DeviceState> g_state;
+void (*g_log)(int, const char *) = nullptr;
+
+void log_sink(cu::LogLevel level, const char *msg, void *)
+{
+    if (g_log) g_log(static_cast<int>(level), msg);
+}
+
+// The stream of gpu; the caller holds g_state->mu.
+int stream_of(int gpu, cu::TrackedStream **out, char *why, size_t why_len)
+{
+    auto s = g_state->streams.get(gpu, 0);
+    if (!s) return fail_status(why, why_len, "stream", s.status());
+    *out = *s;
+    return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len)
+{
+    if (g_state) return g_state->driver.device_count();
+    g_log = params->log;
+    cu::set_log_sink(g_log ? log_sink : nullptr, nullptr);
+    cu::Driver &drv = cu::Driver::instance();
+    if (!drv.available()) return fail(why, why_len, "no GPU: %s", drv.unavailable_reason());
+    if (drv.device_count() <= 0) return fail(why, why_len, "no GPU: the driver reports none");
+    bool hooked =
+        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, nullptr) == UCS_OK;
+    g_state = std::make_unique<DeviceState>(drv, hooked, params->staging_bytes);
+    g_unmap_target.store(&g_state->classifier, std::memory_order_release);
+    return drv.device_count();
+}
+
+void gw_coll_device_close(void)
+{
+    if (!g_state) return;
+    // After the unset no handler runs any more; then the classifier may go.
+    if (g_state->unmap_hooked) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, nullptr);
+    g_unmap_target.store(nullptr, std::memory_order_release);
+    g_state.reset();
+    cu::set_log_sink(nullptr, nullptr);
+}
+
+int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, char *why,
+                            size_t why_len)
+{
+    cu::MemoryInfo info;
+    cu::Status s = g_state->classifier.classify(ptr, len, info);
+    if (!s) return fail_status(why, why_len, "classify", s);
+    out->on_gpu = info.on_gpu();
+    out->gpu = info.on_gpu() ? info.device : -1;
+    return 0;
+}
+
+int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    return g_state->staging.get(len, gpu < 0 ? 0 : gpu, out, why, why_len);
+}
+
+void gw_coll_staging_put(gw_coll_host_buf_t *buf)
+{
+    if (!buf->ptr) return;
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    g_state->staging.put(buf);
+}
+
+int gw_coll_device_wait_user(int gpu, char *why, size_t why_len)
+{
+    cu::Status s = cu::wait_legacy_stream(gpu);
+    return s ? 0 : fail_status(why, why_len, "waiting for the default stream", s);
+}
+
+int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
+                       char *why, size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    cu::TrackedStream *ts = nullptr;
+    if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    cu::Status s = cu::copy_async(dst, src, len, ts->stream());
+    if (!s) return fail_status(why, why_len, "copy", s);
+    auto t = ts->mark();
+    if (!t) return fail_status(why, why_len, "copy completion", t.status());
+    *ticket = *t;
+    return 0;
+}
+
+int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
+{
+    cu::TrackedStream *ts = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_state->mu);
+        if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    }
+    while (!ts->reached(ticket)) {
+        cu::Status s = ts->check();
+        if (!s) return fail_status(why, why_len, "copy", s);
+    }
+    return 0;
+}
+
+int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
+                      size_t why_len)
+{
+    cu::TrackedStream *ts = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_state->mu);
+        if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    }
+    if (ts->reached(ticket)) {
+        *done = true;
+        return 0;
+    }
+    if (query_errors) {
+        cu::Status s = ts->check();
+        if (!s) return fail_status(why, why_len, "copy", s);
+    }
+    *done = false;
+    return 0;
+}
+
+void gw_coll_device_stats(gw_coll_device_stats_t *out)
+{
+    *out = gw_coll_device_stats_t{};
+    if (!g_state) return;
+    cu::ClassifierCounters c = g_state->classifier.counters();
+    out->host_hits = c.host_hits;
+    out->misses = c.misses;
+    out->stale = c.stale;
+    out->invalidated = c.invalidated;
+    out->classified = c.host_hits + c.device_hits + c.misses;
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    out->pinned_bytes = g_state->staging.pinned();
+    out->pinned_lent = g_state->staging.lent();
+    out->plain_allocs = g_state->staging.plain();
+    out->unmap_hooked = g_state->unmap_hooked;
+}
+
+} // extern "C"

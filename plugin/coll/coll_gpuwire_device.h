@@ -1,0 +1,88 @@
+/*
+ * The component's view of the GPU: a C interface over the cuda module
+ * (gpuwire_cuda), so that the Open MPI glue stays C and sees no CUDA type.
+ *
+ * Contract:
+ * - gw_coll_device_open() once (MPI_Init, coll framework init), then any
+ *   thread may call the rest until gw_coll_device_close() (MPI_Finalize).
+ *   Without a GPU, open fails with a one-line reason and nothing else may be
+ *   called.
+ * - classify() is lock-free. Host answers are cached until the range is
+ *   unmapped: every unmap of the process reaches the classifier through a UCM
+ *   VM_UNMAPPED handler; where UCM refuses the handler, host answers are not
+ *   cached (one driver query per host buffer).
+ * - Staging buffers are pinned (portable, reused) within the
+ *   staging_bytes bound, plain host memory beyond it.
+ * - Copies go to one stream per device and are ordered on it; tickets tell
+ *   when a copy has finished without a CUDA call. copy_start never blocks,
+ *   copy_wait blocks, copy_done never blocks.
+ * - Every function returns 0 on success; on failure it writes one line naming
+ *   the failed call into why (at most why_len bytes) and returns -1.
+ */
+#ifndef COLL_GPUWIRE_DEVICE_H
+#define COLL_GPUWIRE_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    size_t staging_bytes; /* pinned staging kept for reuse; 0: plain host only */
+    /* Where the cuda module's messages go (level 0 error, 1 warning, 2 info,
+     * 3 debug); NULL drops them. */
+    void (*log)(int level, const char *msg);
+} gw_coll_device_params_t;
+
+typedef struct {
+    bool on_gpu; /* device, managed or VMM memory: the CPU must not touch it */
+    int gpu;     /* device ordinal when on_gpu, else -1 */
+} gw_coll_mem_t;
+
+typedef struct {
+    void *ptr;
+    size_t len;
+    void *owner; /* the pinned buffer lent; NULL for plain host memory */
+} gw_coll_host_buf_t;
+
+typedef struct {
+    unsigned long long classified, host_hits, misses, stale, invalidated;
+    unsigned long long pinned_bytes, pinned_lent, plain_allocs;
+    bool unmap_hooked;
+} gw_coll_device_stats_t;
+
+/* Returns the number of GPUs (> 0), or -1 with why ("no GPU: ..."). */
+int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len);
+void gw_coll_device_close(void);
+
+int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, char *why,
+                            size_t why_len);
+
+int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len);
+void gw_coll_staging_put(gw_coll_host_buf_t *buf);
+
+/* Waits for work queued on gpu's legacy default stream (the application's
+ * cudaMemcpy / kernels without a stream). */
+int gw_coll_device_wait_user(int gpu, char *why, size_t why_len);
+
+/* Enqueues a copy between host and gpu's memory on gpu's stream and returns the
+ * ticket that reaches it (tickets grow; a later one covers earlier copies). */
+int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
+                       char *why, size_t why_len);
+int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len);
+/* *done is set only on success. A stream that failed never reaches its
+ * ticket: query_errors asks CUDA (about 1.5 us) whether it did; pass it now
+ * and then, not on every poll. */
+int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
+                      size_t why_len);
+
+void gw_coll_device_stats(gw_coll_device_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

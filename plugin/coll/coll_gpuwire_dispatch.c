@@ -1,0 +1,85 @@
+/*
+ * memory kind -> algorithm. The one place where a call's path is decided.
+ */
+#include "coll_gpuwire_dispatch.h"
+
+#include "coll_gpuwire_device.h"
+
+static int passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
+}
+
+static const gw_coll_algorithm_t gw_coll_passthrough = {"passthrough", NULL, passthrough};
+
+/* Algorithms per memory kind, in order of preference; the last one of each
+ * list accepts every call. */
+static const gw_coll_algorithm_t *const host_algorithms[] = {&gw_coll_passthrough};
+static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_staged};
+
+static const struct {
+    const gw_coll_algorithm_t *const *list;
+    size_t n;
+} algorithms[GW_MEM_KINDS] = {
+    [GW_MEM_HOST] = {host_algorithms, sizeof(host_algorithms) / sizeof(host_algorithms[0])},
+    [GW_MEM_DEVICE] = {device_algorithms, sizeof(device_algorithms) / sizeof(device_algorithms[0])},
+};
+
+static inline void count(unsigned long long *counter)
+{
+    /* Not atomic on purpose: a statistic, kept off the host path's cost. */
+    __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+/* One classification per significant buffer; host memory answers from the
+ * classifier's cache without a driver call. */
+static int classify(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
+{
+    char why[256];
+    *kind = GW_MEM_HOST;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (r[i].hi <= r[i].lo) continue;
+        gw_coll_mem_t mem;
+        const char *first = (const char *)r[i].user + r[i].lo;
+        if (0 != gw_coll_device_classify(first, gw_region_bytes(&r[i]), &mem, why, sizeof(why))) {
+            opal_output(0, "coll:gpuwire: cannot tell the memory kind of %p: %s", (void *)first,
+                        why);
+            return OMPI_ERROR;
+        }
+        r[i].on_gpu = mem.on_gpu;
+        r[i].gpu = mem.gpu;
+        if (mem.on_gpu) *kind = GW_MEM_DEVICE;
+    }
+    return OMPI_SUCCESS;
+}
+
+int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                     ompi_request_t **request)
+{
+    gw_coll_region_t r[GW_REGION_COUNT];
+    gw_mem_kind_t kind = GW_MEM_HOST;
+
+    if (!mca_coll_gpuwire.device_ready) {
+        count(&mca_coll_gpuwire.passthrough_calls);
+        return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
+    }
+    gw_coll_regions(a, r);
+    int rc = classify(r, &kind);
+    if (OMPI_SUCCESS != rc) return rc;
+
+    const gw_coll_algorithm_t *algo = NULL;
+    for (size_t i = 0; i < algorithms[kind].n && NULL == algo; ++i) {
+        const gw_coll_algorithm_t *c = algorithms[kind].list[i];
+        if (NULL == c->accepts || c->accepts(a, r)) algo = c;
+    }
+    if (GW_MEM_HOST == kind) {
+        count(&mca_coll_gpuwire.passthrough_calls);
+    } else {
+        COLL_GPUWIRE_VERBOSE(20, "%s%s on device memory: %s (%zu + %zu bytes)",
+                             a->nonblocking ? "i" : "", gw_coll_name(a->id), algo->name,
+                             gw_region_bytes(&r[GW_REGION_SEND]),
+                             gw_region_bytes(&r[GW_REGION_RECV]));
+    }
+    return algo->run(m, a, r, request);
+}

@@ -1,0 +1,120 @@
+/*
+ * One collective call, described once, and the one place that decides how it
+ * runs: memory kind -> algorithm.
+ *
+ *   entry point (coll_gpuwire_entry.c)       packs the arguments into gw_coll_args_t
+ *     -> gw_coll_dispatch()                  regions (what MPI lets the call touch),
+ *                                            one classification per significant buffer
+ *        host   -> gw_coll_passthrough       the previous module, arguments unchanged
+ *        device -> first algorithm of the    GPU algorithms in order of preference; the
+ *                  device list that accepts  staged one (coll_gpuwire_staged.c) accepts
+ *                                            everything and is last
+ *
+ * A GPU algorithm added later (kernels over NVLink, IPC-mapped one-shot /
+ * two-shot allreduce) is one more gw_coll_algorithm_t in front of the staged
+ * one; its accepts() looks at the call (collective, bytes, datatype, op,
+ * locality) and declines what it cannot do.
+ */
+#ifndef COLL_GPUWIRE_DISPATCH_H
+#define COLL_GPUWIRE_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "coll_gpuwire.h"
+
+typedef enum {
+    GW_COLL_ALLGATHER,
+    GW_COLL_ALLGATHERV,
+    GW_COLL_ALLREDUCE,
+    GW_COLL_ALLTOALL,
+    GW_COLL_ALLTOALLV,
+    GW_COLL_ALLTOALLW,
+    GW_COLL_BCAST,
+    GW_COLL_EXSCAN,
+    GW_COLL_GATHER,
+    GW_COLL_GATHERV,
+    GW_COLL_REDUCE,
+    GW_COLL_REDUCE_SCATTER,
+    GW_COLL_REDUCE_SCATTER_BLOCK,
+    GW_COLL_SCAN,
+    GW_COLL_SCATTER,
+    GW_COLL_SCATTERV,
+    GW_COLL_COUNT
+} gw_coll_id_t;
+
+const char *gw_coll_name(gw_coll_id_t id);
+
+/* The arguments of any provided collective, as the application passed them.
+ * Fields a collective does not have stay zero. Bcast's buffer is rbuf; the
+ * reductions and bcast use count and dtype. */
+typedef struct {
+    gw_coll_id_t id;
+    bool nonblocking;
+    const void *sbuf;
+    void *rbuf;
+    int count;
+    struct ompi_datatype_t *dtype;
+    int scount, rcount;
+    const int *scounts, *sdispls, *rcounts, *rdispls;
+    struct ompi_datatype_t *sdtype, *rdtype;
+    struct ompi_datatype_t *const *sdtypes, *const *rdtypes; /* alltoallw */
+    struct ompi_op_t *op;
+    int root;
+    struct ompi_communicator_t *comm;
+} gw_coll_args_t;
+
+enum {
+    GW_STAGE_IN = 1u << 0,  /* the call reads the bytes: device -> host before */
+    GW_STAGE_OUT = 1u << 1, /* the call writes the bytes: host -> device after */
+};
+
+/* The bytes one buffer argument lets the call touch, relative to the pointer
+ * the application passed: [lo, hi), from the datatypes' true extents and
+ * count * extent strides (displacements included). An empty region (hi == lo)
+ * is not significant on this rank (MPI_IN_PLACE's send side, a non-root's
+ * receive buffer, count 0) and is never classified or staged. A non-empty
+ * region with neither flag is scratch: the call gets host memory, nothing is
+ * copied (Exscan's rank-0 receive buffer). */
+typedef struct {
+    const void *user;
+    ptrdiff_t lo, hi;
+    unsigned flags;
+    bool dense;     /* the described elements cover [lo, hi) with no gap */
+    bool on_gpu;    /* set by classification */
+    int gpu;        /* device ordinal when on_gpu */
+} gw_coll_region_t;
+
+enum { GW_REGION_SEND, GW_REGION_RECV, GW_REGION_COUNT };
+
+/* Fills r[GW_REGION_SEND] and r[GW_REGION_RECV] from MPI's rules for a->id
+ * (which arguments are significant on this rank, MPI_IN_PLACE). */
+void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT]);
+
+static inline size_t gw_region_bytes(const gw_coll_region_t *r) { return (size_t)(r->hi - r->lo); }
+
+typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
+
+typedef struct {
+    const char *name;
+    /* Whether this algorithm runs the call; NULL: always. */
+    bool (*accepts)(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT]);
+    int (*run)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+               gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
+} gw_coll_algorithm_t;
+
+/* Runs one call: classifies, picks the algorithm, runs it. request is NULL
+ * for the blocking forms. */
+int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                     ompi_request_t **request);
+
+/* Calls the previous module's function for a->id with sbuf/rbuf replacing
+ * the application's buffers and everything else unchanged; the non-blocking
+ * form when request is not NULL (coll_gpuwire_module.c). */
+int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                          const void *sbuf, void *rbuf, ompi_request_t **request);
+
+/* The staged algorithm (coll_gpuwire_staged.c). */
+extern const gw_coll_algorithm_t gw_coll_staged;
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * Non-blocking collectives beyond one at a time: several of different kinds
+ * in flight on one communicator, completed by Waitall or by polling; and an
+ * initiation that must return while the other ranks have not started yet.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll_harness.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fill(tbuf_t *b, enum top_id o, unsigned s, int r)
+{
+    for (long e = 0; e < b->nelem; ++e) {
+        int64_t v[2];
+        tval(o, (enum ttype_id)(b->t - tt), s, r, e, v);
+        tbuf_set(b, e, v);
+    }
+}
+
+void case_many_in_flight(MPI_Comm comm)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const tcase_op_t *sum = &tops[0], *vsum = &tops[3], *affine = &tops[7];
+    for (int round = 0; round < 2; ++round) {
+        const unsigned s = 4242 + round;
+        tctx_set("%d non-blocking collectives in flight (%s), comm size %d", 7,
+                 round ? "MPI_Testall" : "MPI_Waitall", n);
+        tbuf_t ar_s, ar_r, bc, ag_s, ag_r, aa_s, aa_r, rd_s, rd_r = {0}, sc_s, sc_r;
+        const long c_ar = 1000, c_bc = 777, c_ag = 333, c_aa = 100, c_rd = 50, c_sc = 64;
+        tbuf_alloc(&ar_s, T_INT, c_ar, mem_send);
+        tbuf_alloc(&ar_r, T_INT, c_ar, mem_recv);
+        tbuf_alloc(&bc, T_VEC, c_bc, me == 0 ? mem_send : mem_recv);
+        tbuf_alloc(&ag_s, T_INT, c_ag, mem_send);
+        tbuf_alloc(&ag_r, T_INT, n * c_ag, mem_recv);
+        tbuf_alloc(&aa_s, T_NEGLB, n * c_aa, mem_send);
+        tbuf_alloc(&aa_r, T_NEGLB, n * c_aa, mem_recv);
+        tbuf_alloc(&rd_s, T_AFFINE, c_rd, mem_send);
+        if (me == n - 1) tbuf_alloc(&rd_r, T_AFFINE, c_rd, mem_recv);
+        tbuf_alloc(&sc_s, T_VEC, c_sc, mem_send);
+        tbuf_alloc(&sc_r, T_VEC, c_sc, mem_recv);
+
+        fill(&ar_s, OP_SUM, s, me);
+        if (me == 0) img_set_flat(&bc, bc.img, 0, c_bc, s, 0, 0);
+        img_set_flat(&ag_s, ag_s.img, 0, c_ag, s, me, 0);
+        img_set_flat(&aa_s, aa_s.img, 0, n * c_aa, s, me, 0);
+        fill(&rd_s, OP_AFFINE, s, me);
+        fill(&sc_s, OP_SUM, s, me);
+        tbuf_t *all[] = {&ar_s, &ar_r, &bc, &ag_s, &ag_r, &aa_s, &aa_r, &rd_s, &sc_s, &sc_r};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tbuf_push(all[i]);
+        if (me == n - 1) tbuf_push(&rd_r);
+
+        MPI_Request req[7];
+        MT_CHECK_MPI(MPI_Iallreduce(ar_s.mpi, ar_r.mpi, c_ar, MPI_INT, sum->op, comm, &req[0]));
+        MT_CHECK_MPI(MPI_Ibcast(bc.mpi, c_bc, tt[T_VEC].dt, 0, comm, &req[1]));
+        MT_CHECK_MPI(MPI_Iallgather(ag_s.mpi, c_ag, MPI_INT, ag_r.mpi, c_ag, MPI_INT, comm,
+                                    &req[2]));
+        MT_CHECK_MPI(MPI_Ialltoall(aa_s.mpi, c_aa, tt[T_NEGLB].dt, aa_r.mpi, c_aa,
+                                   tt[T_NEGLB].dt, comm, &req[3]));
+        MT_CHECK_MPI(MPI_Ireduce(rd_s.mpi, me == n - 1 ? rd_r.mpi : NULL, c_rd, tt[T_AFFINE].dt,
+                                 affine->op, n - 1, comm, &req[4]));
+        MT_CHECK_MPI(MPI_Ibarrier(comm, &req[5]));
+        MT_CHECK_MPI(MPI_Iscan(sc_s.mpi, sc_r.mpi, c_sc, tt[T_VEC].dt, vsum->op, comm, &req[6]));
+        if (round == 0) {
+            MT_CHECK_MPI(MPI_Waitall(7, req, MPI_STATUSES_IGNORE));
+        } else {
+            int done = 0;
+            while (!done) MT_CHECK_MPI(MPI_Testall(7, req, &done, MPI_STATUSES_IGNORE));
+        }
+
+        int64_t acc[2];
+        unsigned char *x;
+        tbuf_pull(&ar_r);
+        x = tbuf_snapshot(&ar_r);
+        for (long e = 0; e < c_ar; ++e) {
+            tfold(OP_SUM, T_INT, s, 0, n, e, acc);
+            img_set(&ar_r, x, e, acc);
+        }
+        tbuf_matches(&ar_r, x, 0, c_ar, "iallreduce result");
+        free(x);
+
+        tbuf_pull(&bc);
+        x = tbuf_snapshot(&bc);
+        img_set_flat(&bc, x, 0, c_bc, s, 0, 0);
+        tbuf_matches(&bc, x, 0, c_bc, "ibcast result");
+        free(x);
+
+        tbuf_pull(&ag_r);
+        x = tbuf_snapshot(&ag_r);
+        for (int r = 0; r < n; ++r) img_set_flat(&ag_r, x, r * c_ag, c_ag, s, r, 0);
+        tbuf_matches(&ag_r, x, 0, n * c_ag, "iallgather result");
+        free(x);
+
+        tbuf_pull(&aa_r);
+        x = tbuf_snapshot(&aa_r);
+        for (int r = 0; r < n; ++r) img_set_flat(&aa_r, x, r * c_aa, c_aa, s, r, me * c_aa);
+        tbuf_matches(&aa_r, x, 0, n * c_aa, "ialltoall result");
+        free(x);
+
+        if (me == n - 1) {
+            tbuf_pull(&rd_r);
+            x = tbuf_snapshot(&rd_r);
+            for (long e = 0; e < c_rd; ++e) {
+                tfold(OP_AFFINE, T_AFFINE, s, 0, n, e, acc);
+                img_set(&rd_r, x, e, acc);
+            }
+            tbuf_matches(&rd_r, x, 0, c_rd, "ireduce result");
+            free(x);
+            tbuf_free(&rd_r);
+        }
+
+        tbuf_pull(&sc_r);
+        x = tbuf_snapshot(&sc_r);
+        for (long e = 0; e < c_sc; ++e) {
+            tfold(OP_SUM, T_VEC, s, 0, me + 1, e, acc);
+            img_set(&sc_r, x, e, acc);
+        }
+        tbuf_matches(&sc_r, x, 0, c_sc, "iscan result");
+        free(x);
+
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tbuf_free(all[i]);
+    }
+}
+
+void case_initiation_does_not_wait(MPI_Comm comm)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    if (n < 2) return;
+    const long c = 4096;
+    const unsigned s = 777;
+    tctx_set("iallreduce initiation while the other ranks are late, comm size %d", n);
+    tbuf_t sb, rb;
+    tbuf_alloc(&sb, T_INT, c, mem_send);
+    tbuf_alloc(&rb, T_INT, c, mem_recv);
+    for (long e = 0; e < c; ++e) {
+        int64_t v[2];
+        tval(OP_SUM, T_INT, s, me, e, v);
+        tbuf_set(&sb, e, v);
+    }
+    tbuf_push(&sb);
+    tbuf_push(&rb);
+    MPI_Barrier(comm);
+    if (me != 0) usleep(1000 * 1000);
+    MPI_Request req;
+    double t0 = now();
+    MT_CHECK_MPI(MPI_Iallreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm, &req));
+    double took = now() - t0;
+    if (me == 0 && took > 0.5) {
+        mt_fail(__FILE__, __LINE__, "%s: MPI_Iallreduce took %.3f s to return", tctx, took);
+    }
+    MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    tbuf_pull(&rb);
+    unsigned char *x = tbuf_snapshot(&rb);
+    for (long e = 0; e < c; ++e) {
+        int64_t acc[2];
+        tfold(OP_SUM, T_INT, s, 0, n, e, acc);
+        img_set(&rb, x, e, acc);
+    }
+    tbuf_matches(&rb, x, 0, c, "result");
+    free(x);
+    tbuf_free(&sb);
+    tbuf_free(&rb);
+}

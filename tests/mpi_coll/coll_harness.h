@@ -1,0 +1,146 @@
+/*
+ * Test harness for the collective tests: element types with known layouts
+ * (gaps, a negative lower bound), buffers whose memory kind the run chooses
+ * (host, device, managed), values that depend on (rank, element, component),
+ * and a host reference for every op, computed without MPI.
+ *
+ * A buffer keeps a host image of all its bytes. Tests write logical values
+ * into the image, push it to the buffer's memory, run the collective, pull
+ * it back, and compare with an expected image: the image before the call
+ * with the result elements set. Gap bytes are set to a sentinel beforehand,
+ * so a staged path that writes gap bytes back wrongly fails the comparison.
+ */
+#ifndef COLL_HARNESS_H
+#define COLL_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpitest.h"
+
+enum ttype_id { T_INT, T_DOUBLE, T_VEC, T_NEGLB, T_AFFINE, T_NTYPES };
+
+typedef struct {
+    const char *name;
+    MPI_Datatype dt;
+    int ncomp;          /* logical values per element */
+    bool is_double;     /* components are doubles (else int) */
+    ptrdiff_t extent;   /* stride between elements */
+    ptrdiff_t off[2];   /* component offsets from the element's MPI position */
+    ptrdiff_t pad;      /* bytes before the MPI pointer (negative true lower bound) */
+} ttype_t;
+
+extern ttype_t tt[T_NTYPES];
+
+/* The ops the reductions are tested with; OP_NONE for data movement. */
+enum top_id { OP_NONE, OP_SUM, OP_MAX, OP_PROD, OP_BXOR, OP_ADDMOD, OP_AFFINE, OP_NOPS };
+
+typedef struct {
+    const char *name;
+    enum top_id id;
+    enum ttype_id type;
+    MPI_Op op;
+    bool commutative;
+} tcase_op_t;
+
+extern tcase_op_t tops[];
+extern int ntops;
+
+/* Where buffers live. MEM_FAKEDEV: pages the CPU cannot touch (PROT_NONE),
+ * the GPU memory of the simulated device of coll "gpuwirefake"
+ * (fake_device.c). */
+enum mem_kind { MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_FAKEDEV };
+extern enum mem_kind mem_send, mem_recv; /* set by the run mode */
+extern const char *mode_name;
+
+typedef struct {
+    const ttype_t *t;
+    long nelem;
+    enum mem_kind kind;
+    void *mem;           /* allocation in its memory kind */
+    char *mpi;           /* the pointer MPI gets: mem + pad */
+    size_t bytes;
+    unsigned char *img;  /* host image of all bytes */
+} tbuf_t;
+
+void harness_init(int *argc, char ***argv);  /* mt_init + types, ops, memory mode */
+void harness_fini(void);
+/* Returns a skip reason when the mode cannot run here (no GPU), else NULL. */
+const char *harness_skip_reason(void);
+
+void tbuf_alloc(tbuf_t *b, enum ttype_id t, long nelem, enum mem_kind kind);
+void tbuf_free(tbuf_t *b);
+/* Sets every byte of the image to the sentinel and every element to a poison value. */
+void tbuf_poison(tbuf_t *b);
+void tbuf_set(tbuf_t *b, long elem, const int64_t *vals);
+void tbuf_get(const tbuf_t *b, long elem, int64_t *vals);
+void tbuf_push(tbuf_t *b);
+void tbuf_pull(tbuf_t *b);
+/* Copies the image (for an expected image of the same shape). */
+unsigned char *tbuf_snapshot(const tbuf_t *b);
+/* Writes vals into an image (a snapshot) at elem. */
+void img_set(const tbuf_t *b, unsigned char *img, long elem, const int64_t *vals);
+/* Compares the image with expect over elements [from, to), gaps included;
+ * reports the first difference with what. Returns true when equal. */
+bool tbuf_matches(const tbuf_t *b, const unsigned char *expect, long from, long to,
+                  const char *what);
+
+/* Input value of component k of element e on rank r, for op o and seed s. */
+void tval(enum top_id o, enum ttype_id t, unsigned s, int r, long e, int64_t *vals);
+/* acc = acc op v (acc from lower ranks: MPI's order for non-commutative ops). */
+void tapply(enum top_id o, enum ttype_id t, int64_t *acc, const int64_t *v);
+
+/* Data movement uses flat values: component k of element e is flat index
+ * e * ncomp + k of the buffer, so a block of 2c ints and one of c int pairs
+ * or c two-int vectors carry the same values. */
+int64_t fval(unsigned s, int r, long flat);
+/* Sets elements [elem0, elem0 + n) of img (b's shape) to rank r's flat values
+ * from flat index flat0. */
+void img_set_flat(const tbuf_t *b, unsigned char *img, long elem0, long n, unsigned s, int r,
+                  long flat0);
+/* Folds rank values r0..r1-1 of element e (tval) with op o into acc. */
+void tfold(enum top_id o, enum ttype_id t, unsigned s, int r0, int r1, long e, int64_t *acc);
+
+/* Runs a blocking or non-blocking collective: for non-blocking, waits. */
+#define TRUN(nb, blocking_call, nonblocking_call)                 \
+    do {                                                         \
+        if (nb) {                                                \
+            MPI_Request _req = MPI_REQUEST_NULL;                 \
+            MT_CHECK_MPI(nonblocking_call);                      \
+            MT_CHECK_MPI(MPI_Wait(&_req, MPI_STATUS_IGNORE));    \
+        } else {                                                 \
+            MT_CHECK_MPI(blocking_call);                         \
+        }                                                        \
+    } while (0)
+
+/* The counts every case is run with: 0, 1, odd, large. */
+extern const long tcounts[];
+extern int ntcounts;
+
+/* Cases (coll_cases_reduce.c, coll_cases_move.c). */
+void case_allreduce(MPI_Comm comm, bool nb);
+void case_reduce(MPI_Comm comm, bool nb);
+void case_scan(MPI_Comm comm, bool nb);
+void case_exscan(MPI_Comm comm, bool nb);
+void case_reduce_scatter(MPI_Comm comm, bool nb);
+void case_reduce_scatter_block(MPI_Comm comm, bool nb);
+void case_bcast(MPI_Comm comm, bool nb);
+void case_allgather(MPI_Comm comm, bool nb);
+void case_allgatherv(MPI_Comm comm, bool nb);
+void case_alltoall(MPI_Comm comm, bool nb);
+void case_alltoallv(MPI_Comm comm, bool nb);
+void case_alltoallw(MPI_Comm comm, bool nb);
+void case_gather(MPI_Comm comm, bool nb);
+void case_gatherv(MPI_Comm comm, bool nb);
+void case_scatter(MPI_Comm comm, bool nb);
+void case_scatterv(MPI_Comm comm, bool nb);
+void case_barrier(MPI_Comm comm, bool nb);
+void case_many_in_flight(MPI_Comm comm);
+void case_initiation_does_not_wait(MPI_Comm comm);
+
+/* Context of the current check, printed with a failure. */
+extern char tctx[256];
+void tctx_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * Every collective coll/gpuwire provides, checked against a host reference:
+ * types with gaps and a negative lower bound, predefined and user-defined
+ * ops (one not commutative), counts 0 / 1 / odd / large, in place and not,
+ * blocking and non-blocking, on MPI_COMM_WORLD and on the halves of an
+ * MPI_Comm_split with reversed rank order (a single-rank half on odd sizes).
+ *
+ *   coll_main [host|device|managed|mixed]
+ *
+ * host: every buffer in host memory. device / managed: every buffer from
+ * cudaMalloc / cudaMallocManaged. mixed: send buffers on the GPU, receive
+ * buffers in host memory on MPI_COMM_WORLD, and the other way round on the
+ * split. The GPU modes exit 77 (skipped) without a usable GPU.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_harness.h"
+
+typedef void (*case_fn)(MPI_Comm, bool);
+
+static const struct {
+    const char *name;
+    case_fn fn;
+} cases[] = {
+    {"allreduce", case_allreduce},
+    {"reduce", case_reduce},
+    {"scan", case_scan},
+    {"exscan", case_exscan},
+    {"reduce_scatter", case_reduce_scatter},
+    {"reduce_scatter_block", case_reduce_scatter_block},
+    {"bcast", case_bcast},
+    {"allgather", case_allgather},
+    {"allgatherv", case_allgatherv},
+    {"alltoall", case_alltoall},
+    {"alltoallv", case_alltoallv},
+    {"alltoallw", case_alltoallw},
+    {"gather", case_gather},
+    {"gatherv", case_gatherv},
+    {"scatter", case_scatter},
+    {"scatterv", case_scatterv},
+    {"barrier", case_barrier},
+};
+
+static void run_all(MPI_Comm comm, const char *comm_name)
+{
+    for (int nb = 0; nb < 2; ++nb) {
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+            int before = mt_failures;
+            cases[i].fn(comm, nb);
+            if (mt_failures != before) {
+                fprintf(stderr, "[rank %d] %s%s on %s: %d failure(s)\n", mt_rank, nb ? "i" : "",
+                        cases[i].name, comm_name, mt_failures - before);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    harness_init(&argc, &argv);
+    if (harness_skip_reason()) return mt_skip(harness_skip_reason());
+
+    run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+
+    /* Halves in reversed order: rank 0 of the sub-communicator is the
+     * highest world rank of its half. */
+    MPI_Comm half;
+    MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_size - mt_rank, &half));
+    if (mem_send != mem_recv) {
+        enum mem_kind t = mem_send;
+        mem_send = mem_recv;
+        mem_recv = t;
+    }
+    run_all(half, "split");
+    MPI_Comm_free(&half);
+
+    case_many_in_flight(MPI_COMM_WORLD);
+    case_initiation_does_not_wait(MPI_COMM_WORLD);
+
+    harness_fini();
+    return mt_finish();
+}
