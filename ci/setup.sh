@@ -4,7 +4,7 @@ set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev
-      librdmacm-dev catch2 iproute2 procps"
+      librdmacm-dev catch2 iproute2 procps clang libclang-rt-dev"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

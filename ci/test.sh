@@ -7,5 +7,6 @@ set -eu
 cd "$(dirname "$0")/.."
 ci/setup.sh
 ci/build.sh "$@"
+[ "${FUZZ:-0}" = 0 ] || ci/fuzz.sh  # FUZZ=1: the clang fuzz pass too (its own build dir, about 3 min)
 cd "${BUILD_DIR:-build}"
 exec ctest --output-on-failure -j "${JOBS:-$(nproc)}" --timeout 600

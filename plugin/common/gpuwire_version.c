@@ -3,16 +3,37 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Reads a decimal number of at most 9 digits at *p (no sign, no space: sscanf's
+ * %d accepts both, and an out-of-range %d is undefined behaviour). */
+static int parse_number(const char **p, int *value)
+{
+    const char *s = *p;
+    int v = 0, digits = 0;
+    while (*s >= '0' && *s <= '9') {
+        if (++digits > 9) return -1;
+        v = v * 10 + (*s - '0');
+        ++s;
+    }
+    if (digits == 0) return -1;
+    *value = v;
+    *p = s;
+    return 0;
+}
+
 int gw_parse_ompi_version(const char *text, int *major, int *minor, int *release)
 {
     const char *v = text ? strstr(text, "Open MPI v") : NULL;
     if (!v) return -1;
+    const char *p = v + strlen("Open MPI v");
     int a = 0, b = 0, c = 0;
-    int n = sscanf(v + strlen("Open MPI v"), "%d.%d.%d", &a, &b, &c);
-    if (n < 2) return -1;
+    if (parse_number(&p, &a) != 0 || *p++ != '.' || parse_number(&p, &b) != 0) return -1;
+    if (*p == '.') {
+        ++p;
+        if (parse_number(&p, &c) != 0) c = 0;
+    }
     *major = a;
     *minor = b;
-    *release = n == 3 ? c : 0;
+    *release = c;
     return 0;
 }
 

@@ -615,6 +615,14 @@ ucs_status_t Engine::on_msg(void *arg, const void *header, size_t header_length,
 
     Peer &p = e->peers_[h.src_peer];
     if (h.seq != p.recv_seq) {
+        // A sequence number already handled, or one already waiting, is a
+        // duplicate: dropped (holding it would keep UCX's data for good).
+        if (static_cast<int32_t>(h.seq - p.recv_seq) < 0 || p.early.count(h.seq)) {
+            e->log(GW_LOG_ERROR, "duplicate message %u from process %u dropped", h.seq,
+                   h.src_peer);
+            ++e->stats_.dropped_messages;
+            return UCS_OK;
+        }
         // An earlier message from this sender is still on its way (UCX may
         // complete a multi-fragment message after a later short one).
         InboundMsg *m = e->store(view);
@@ -949,7 +957,9 @@ int Engine::cancel_recv(gw_request_t *req)
 
 void Engine::stats(gw_engine_stats_t *out) const
 {
+    lock_.lock();
     *out = stats_;
+    lock_.unlock();
     if (dev_) {
         auto c = dev_->classifier_counters();
         out->classifier_host_hits = c.host_hits;

@@ -183,7 +183,7 @@ private:
     int device_of(const void *buf, size_t len);
 
     gw_engine_params_t params_;
-    EngineLock lock_;
+    mutable EngineLock lock_;
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
     ucp_address_t *address_ = nullptr;

@@ -76,6 +76,16 @@ TEST_CASE("garbage attributes become unknown values, not failures", "[fabric][de
   CHECK(log.count(LogLevel::Warning) == 0);
 }
 
+TEST_CASE("a rate that is not a finite number of Gb/sec is unknown", "[fabric][devices]") {
+  for (const char* rate : {"inf Gb/sec", "nan Gb/sec (4X EDR)", "infinity Gb/sec", "-1 Gb/sec"}) {
+    FakeSysfs fs;
+    fs.add_port("mlx5_0", 1, "Ethernet", "4: ACTIVE", rate);
+    const auto port = read_rdma_port(SysfsRoot(fs.root()), "mlx5_0", 1, LogSink());
+    INFO(rate);
+    CHECK(port.rate_gbps == 0.0);
+  }
+}
+
 TEST_CASE("missing port attributes leave defaults", "[fabric][devices]") {
   FakeSysfs fs;
   fs.make_dir("sys/class/infiniband/rxe0/ports/1");

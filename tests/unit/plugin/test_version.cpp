@@ -35,3 +35,15 @@ TEST_CASE("only the same major.minor is accepted, and a refusal names both", "[v
     CHECK(gw_version_compare(4, 1, 4, "garbage", "pml", why, sizeof(why)) == -1);
     CHECK(std::string(why).find("cannot tell") != std::string::npos);
 }
+
+TEST_CASE("version numbers are plain decimals that fit an int", "[version]")
+{
+    int a = -1, b = -1, c = -1;
+    CHECK(gw_parse_ompi_version("Open MPI v-4.1.4", &a, &b, &c) != 0);
+    CHECK(gw_parse_ompi_version("Open MPI v4.+1.4", &a, &b, &c) != 0);
+    CHECK(gw_parse_ompi_version("Open MPI v 4.1.4", &a, &b, &c) != 0);
+    CHECK(gw_parse_ompi_version("Open MPI v99999999999.1.2", &a, &b, &c) != 0);
+    CHECK((a == -1 && b == -1 && c == -1));
+    REQUIRE(gw_parse_ompi_version("Open MPI v4.1.-2", &a, &b, &c) == 0);
+    CHECK((a == 4 && b == 1 && c == 0));
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace gpuwire::fabric {
@@ -29,7 +30,9 @@ double parse_rate_gbps(std::string_view text) {
   double value = 0.0;
   const auto number = text.substr(0, space);
   const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || end != number.data() + number.size() || value < 0) return 0.0;
+  // from_chars also reads "inf" and "nan": a rate is a finite number.
+  if (ec != std::errc() || end != number.data() + number.size()) return 0.0;
+  if (!std::isfinite(value) || value < 0) return 0.0;
   return value;
 }
 

@@ -1,0 +1,103 @@
+/*
+ * One rank of two kills itself (SIGKILL) while a large host transfer between
+ * them is in flight; kill_rank.sh checks that the job then ends, nonzero and
+ * in bounded time, and that no process is left.
+ *
+ *   kill_rank <sender|receiver> <pid folder> [MiB, default 256]
+ *
+ * Rank 0 sends to rank 1. The victim polls its request for a few
+ * milliseconds after both have posted, then kills itself, whether or not the
+ * transfer has finished (it says which). The survivor waits with
+ * MPI_ERRORS_RETURN: it either gets an error (with peer failure detection,
+ * pml_gpuwire_err_handling 1) and exits with 3, or is ended by mpirun.
+ * Every rank writes its pid to <pid folder>/rank<N>.pid first.
+ */
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void write_pid(const char *dir, int rank)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank%d.pid", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[1], "sender") != 0 && strcmp(argv[1], "receiver") != 0)) {
+        fprintf(stderr, "usage: %s <sender|receiver> <pid folder> [MiB]\n", argv[0]);
+        return 2;
+    }
+    const int victim = strcmp(argv[1], "sender") == 0 ? 0 : 1;
+    const size_t bytes = (size_t)(argc > 3 ? atoi(argv[3]) : 256) << 20;
+
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0) fprintf(stderr, "kill_rank: needs exactly 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    write_pid(argv[2], rank);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+    char *buf = malloc(bytes);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
+    memset(buf, rank + 1, bytes); /* touch every page before the clock starts */
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    MPI_Request req;
+    /* MPI counts are int: send as 1 MiB elements. */
+    MPI_Datatype mib;
+    MPI_Type_contiguous(1 << 20, MPI_BYTE, &mib);
+    MPI_Type_commit(&mib);
+    const int count = (int)(bytes >> 20);
+    if (rank == 0)
+        MPI_Isend(buf, count, mib, 1, 7, MPI_COMM_WORLD, &req);
+    else
+        MPI_Irecv(buf, count, mib, 0, 7, MPI_COMM_WORLD, &req);
+
+    const double start = MPI_Wtime();
+    if (rank == victim) {
+        int done = 0;
+        long polls = 0;
+        while (!done && MPI_Wtime() - start < 0.005) {
+            MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            ++polls;
+        }
+        printf("kill_rank: rank %d kills itself %.1f ms after posting, %ld polls, transfer %s\n",
+               rank, (MPI_Wtime() - start) * 1e3, polls, done ? "already done" : "in flight");
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+
+    const int rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        printf("kill_rank: rank %d: the transfer failed after %.2f s: %s\n", rank,
+               MPI_Wtime() - start, text);
+        fflush(stdout);
+        return 3;
+    }
+    /* Completed: the victim was the receiver and the bytes had left, or it
+     * was the sender and had finished. Either way the job must still end. */
+    printf("kill_rank: rank %d: the transfer completed after %.2f s; waiting in a barrier\n", rank,
+           MPI_Wtime() - start);
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("kill_rank: rank %d: the barrier returned\n", rank);
+    return 4;
+}
