@@ -101,6 +101,19 @@ void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
     req->staging_kind = PML_GW_STAGING_NONE;
 }
 
+/* Non-contiguous layouts are packed by Open MPI's convertor, which reads and
+ * writes with the CPU: refused for GPU memory (with one line) rather than
+ * crashing. GPU pack/unpack kernels are yet to come. */
+static bool pml_gw_noncontig_on_gpu(mca_pml_gpuwire_request_t *req)
+{
+    const char *first = (const char *)req->buf + req->dtype->super.true_lb;
+    if (!gw_engine_is_device_memory(mca_pml_gpuwire.engine, first, 1)) return false;
+    opal_output(0, "pml:gpuwire: a non-contiguous datatype on GPU memory is not supported yet "
+                   "(rank %d of %s); use a contiguous buffer", ompi_comm_rank(req->comm),
+                req->comm->c_name);
+    return true;
+}
+
 int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_t *len)
 {
     size_t size = pml_gpuwire_packed_size(req->dtype, req->count);
@@ -115,6 +128,7 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
         *addr = NULL;
         return MPI_SUCCESS;
     }
+    if (OPAL_UNLIKELY(pml_gw_noncontig_on_gpu(req))) return MPI_ERR_UNSUPPORTED_OPERATION;
     void *staging;
     if (req->mode == MCA_PML_BASE_SEND_BUFFERED) {
         staging = mca_pml_base_bsend_request_alloc_buf(size);
@@ -147,6 +161,7 @@ int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap
         if (size == 0) *addr = NULL;
         return MPI_SUCCESS;
     }
+    if (OPAL_UNLIKELY(pml_gw_noncontig_on_gpu(req))) return MPI_ERR_UNSUPPORTED_OPERATION;
     req->staging = malloc(size);
     if (NULL == req->staging) return MPI_ERR_NO_MEM;
     req->staging_kind = PML_GW_STAGING_MALLOC;

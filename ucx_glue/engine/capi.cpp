@@ -105,6 +105,11 @@ int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req)
 
 void gw_context_release(gw_engine_t *engine, uint32_t ctx) { engine->impl->context_release(ctx); }
 
+int gw_engine_is_device_memory(gw_engine_t *engine, const void *buf, size_t len)
+{
+    return engine->impl->is_device_memory(buf, len);
+}
+
 int gw_engine_has_device(const gw_engine_t *engine, const char **why_not)
 {
     return engine->impl->has_device(why_not);

@@ -118,6 +118,13 @@ public:
     int cancel_recv(gw_request_t *req);
     void context_release(uint32_t ctx);
     void stats(gw_engine_stats_t *out) const;
+    int is_device_memory(const void *buf, size_t len)
+    {
+        lock_.lock();
+        int d = device_of(buf, len);
+        lock_.unlock();
+        return d >= 0;
+    }
     int has_device(const char **why_not) const
     {
         if (why_not) *why_not = device_why_.c_str();

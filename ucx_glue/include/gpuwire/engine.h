@@ -189,6 +189,9 @@ typedef struct {
     uint64_t ipc_map_hits, ipc_map_misses, ipc_map_evictions;
 } gw_engine_stats_t;
 
+/* Nonzero when buf is GPU memory (device, managed or VMM). */
+int gw_engine_is_device_memory(gw_engine_t *engine, const void *buf, size_t len);
+
 /* Whether the engine found a GPU it can use ("" reason when it did). */
 int gw_engine_has_device(const gw_engine_t *engine, const char **why_not);
 void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats);
