@@ -7,7 +7,8 @@ set -eu
 cd "$(dirname "$0")/.."
 ci/setup.sh
 ci/build.sh -DGPUWIRE_BUILD_TESTS=OFF
-cmake --install "${BUILD_DIR:-build}"
+# Components go to ~/.openmpi/components; the tools under PREFIX (default ~/.local).
+cmake --install "${BUILD_DIR:-build}" --prefix "${PREFIX:-$HOME/.local}"
 BENCH="${BUILD_DIR:-build}/bench/gwbench"
 MODE=""
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
