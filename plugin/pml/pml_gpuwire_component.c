@@ -47,21 +47,17 @@ __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_compon
     .pmlm_finalize = component_finalize,
 };
 
+static void gw_print_line(const char *line) { opal_output(0, "%s", line); }
+
 static int component_register(void)
 {
     /* First, before anything touches Open MPI's structures: is this the
      * release we were built for? */
     char running[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int len = 0;
-    char why[320];
     PMPI_Get_library_version(running, &len);
-    if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
-                           running, "pml", why, sizeof(why)) != 0) {
-        opal_output(0, "%s", why);
-        return OMPI_ERR_NOT_SUPPORTED;
-    }
-    if (gw_pin_self(&mca_pml_gpuwire_component, why, sizeof(why)) != 0) {
-        opal_output(0, "pml:gpuwire: %s", why);
+    if (gw_component_preflight(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
+                               running, "pml", &mca_pml_gpuwire_component, gw_print_line) != 0) {
         return OMPI_ERR_NOT_SUPPORTED;
     }
 

@@ -866,8 +866,8 @@ void Engine::on_rndv_done(void *request, ucs_status_t status, size_t length, voi
     e->complete(op->req, st);
 }
 
-gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
-                          void *buf, size_t cap)
+RecvOp *Engine::start_recv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
+                           void *buf, size_t cap)
 {
     auto *op = new (req->priv) RecvOp;
     op->want_source = source;
@@ -877,9 +877,17 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
     op->ctx = ctx;
     op->req = req;
     op->engine = this;
+    op->device = -1;
     op->bounce = nullptr;
     op->ack_peer = 0;
     op->ack_id = 0;
+    return op;
+}
+
+gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
+                          void *buf, size_t cap)
+{
+    RecvOp *op = start_recv(req, ctx, source, tag, buf, cap);
     lock_.lock();
     op->device = device_of(buf, cap);
     Context &c = context(ctx);
@@ -920,17 +928,7 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
 gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap)
 {
     auto *m = reinterpret_cast<InboundMsg *>(msg);
-    auto *op = new (req->priv) RecvOp;
-    op->want_source = m->source;
-    op->want_tag = m->tag;
-    op->buf = buf;
-    op->cap = cap;
-    op->ctx = m->ctx;
-    op->req = req;
-    op->engine = this;
-    op->bounce = nullptr;
-    op->ack_peer = 0;
-    op->ack_id = 0;
+    RecvOp *op = start_recv(req, m->ctx, m->source, m->tag, buf, cap);
     lock_.lock();
     op->device = device_of(buf, cap);
     deliver(op, *m, false);

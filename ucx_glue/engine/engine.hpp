@@ -181,6 +181,8 @@ private:
     InboundMsg *store(const InboundMsg &view);
     void release(InboundMsg *msg);
     void deliver(RecvOp *op, InboundMsg &msg, bool in_callback);
+    RecvOp *start_recv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
+                       size_t cap);
     void deliver_ipc(RecvOp *op, InboundMsg &msg);
     void deliver_eager(RecvOp *op, InboundMsg &msg);
     void send_done(SendOp *op, ucs_status_t status);
