@@ -60,6 +60,9 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads);
 void mca_pml_gpuwire_close_engine(void);
 int mca_pml_gpuwire_progress(void);
 
+/* Registers the engine's counters as MPI_T performance variables. */
+void mca_pml_gpuwire_register_pvars(const mca_base_component_t *component);
+
 /* Maps an engine status to an MPI error class. */
 int mca_pml_gpuwire_mpi_error(gw_status_t status);
 

@@ -121,6 +121,7 @@ static int component_register(void)
         c, "ipc_cache_bytes", "Bytes of peer GPU allocations kept mapped per process (LRU)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.ipc_cache_bytes);
+    mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
 

@@ -1,0 +1,57 @@
+/*
+ * The engine's counters as MPI_T performance variables (pml_gpuwire_<name>):
+ * continuous read-only counters, readable by any MPI tool through
+ * MPI_T_pvar_read. They cost nothing until read: the engine counts anyway.
+ */
+#include <stddef.h>
+
+#include "opal/mca/base/mca_base_pvar.h"
+#include "pml_gpuwire.h"
+
+static const struct {
+    const char *name;
+    const char *help;
+    size_t offset;
+} pvars[] = {
+    {"sends", "Messages sent", offsetof(gw_engine_stats_t, sends)},
+    {"recvs", "Messages received", offsetof(gw_engine_stats_t, recvs)},
+    {"bytes_sent", "Payload bytes sent", offsetof(gw_engine_stats_t, bytes_sent)},
+    {"bytes_received", "Payload bytes received", offsetof(gw_engine_stats_t, bytes_received)},
+    {"rndv_recvs", "Messages received through UCX rendezvous",
+     offsetof(gw_engine_stats_t, rndv_recvs)},
+    {"unexpected", "Messages that arrived before their receive",
+     offsetof(gw_engine_stats_t, unexpected)},
+    {"ipc_sends", "Device messages sent through CUDA IPC", offsetof(gw_engine_stats_t, ipc_sends)},
+    {"staged_sends", "Device messages staged through host memory",
+     offsetof(gw_engine_stats_t, staged_sends)},
+    {"device_recvs", "Messages received into GPU memory",
+     offsetof(gw_engine_stats_t, device_recvs)},
+    {"ipc_map_hits", "CUDA IPC mappings found in the cache",
+     offsetof(gw_engine_stats_t, ipc_map_hits)},
+    {"ipc_map_misses", "CUDA IPC mappings opened", offsetof(gw_engine_stats_t, ipc_map_misses)},
+    {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
+     offsetof(gw_engine_stats_t, dropped_messages)},
+};
+
+static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    unsigned long long v = 0;
+    if (mca_pml_gpuwire.engine) {
+        gw_engine_stats_t s;
+        gw_engine_stats(mca_pml_gpuwire.engine, &s);
+        v = *(const uint64_t *)((const char *)&s + (size_t)(uintptr_t)pvar->ctx);
+    }
+    *(unsigned long long *)value = v;
+    return OPAL_SUCCESS;
+}
+
+void mca_pml_gpuwire_register_pvars(const mca_base_component_t *component)
+{
+    for (size_t i = 0; i < sizeof(pvars) / sizeof(pvars[0]); ++i) {
+        (void)mca_base_component_pvar_register(
+            component, pvars[i].name, pvars[i].help, OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+            MPI_T_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+            read_counter, NULL, NULL, (void *)(uintptr_t)pvars[i].offset);
+    }
+}
