@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "coll_gpuwire_device.h"
-#include "gpuwire_pin.h"
-#include "gpuwire_version.h"
+#include "gpuwire_preflight.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -54,17 +53,11 @@ static void register_counter(const char *name, const char *help, unsigned long l
         MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL, storage);
 }
 
-static void gw_print_line(const char *line) { opal_output(0, "%s", line); }
-
 static int component_register(void)
 {
     /* First, before anything touches Open MPI's structures: is this the
      * release we were built for? */
-    char running[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    PMPI_Get_library_version(running, &len);
-    if (gw_component_preflight(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
-                               running, "coll", &mca_coll_gpuwire_component, gw_print_line) != 0) {
+    if (gw_component_preflight("coll", &mca_coll_gpuwire_component) != 0) {
         return OMPI_ERR_NOT_SUPPORTED;
     }
 

@@ -1,7 +1,5 @@
 #include "gpuwire_version.h"
 
-#include "gpuwire_pin.h"
-
 #include <stdio.h>
 #include <string.h>
 
@@ -55,25 +53,6 @@ int gw_version_compare(int built_major, int built_minor, int built_release, cons
                  "gpuwire %s was built for Open MPI %d.%d.%d but Open MPI %d.%d.%d is running; "
                  "rebuild gpuwire against this Open MPI's headers",
                  component, built_major, built_minor, built_release, major, minor, release);
-        return -1;
-    }
-    return 0;
-}
-
-int gw_component_preflight(int built_major, int built_minor, int built_release,
-                           const char *running, const char *framework,
-                           const void *component_symbol, void (*print)(const char *line))
-{
-    char why[320];
-    if (gw_version_compare(built_major, built_minor, built_release, running, framework, why,
-                           sizeof(why)) != 0) {
-        print(why);
-        return -1;
-    }
-    char pin[256];
-    if (gw_pin_self(component_symbol, pin, sizeof(pin)) != 0) {
-        snprintf(why, sizeof(why), "%s:gpuwire: %s", framework, pin);
-        print(why);
         return -1;
     }
     return 0;

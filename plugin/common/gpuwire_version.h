@@ -19,13 +19,4 @@ int gw_parse_ompi_version(const char *text, int *major, int *minor, int *release
 int gw_version_compare(int built_major, int built_minor, int built_release, const char *running,
                        const char *component, char *why, size_t why_len);
 
-/* What every gpuwire component's register function does first: refuses a
- * running Open MPI of another major.minor and pins the library in memory
- * (gpuwire_pin.h). Returns 0 to go on; otherwise it has printed one line
- * through print and the component must not load. */
-int gw_component_preflight(int built_major, int built_minor, int built_release,
-                           const char *running, const char *framework,
-                           const void *component_symbol,
-                           void (*print)(const char *line));
-
 #endif

@@ -325,21 +325,9 @@ static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int d
         return rc;
     }
     blocking_t b;
-    uint32_t peer;
-    const void *addr;
-    size_t len;
     blocking_init(&b, PML_GW_SEND, buf, count, dtype, dst, tag, comm, mode);
-    int rc = pml_gw_peer_index(comm, dst, &peer);
+    int rc = pml_gw_issue(&b.req);
     if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
-    rc = pml_gw_send_prepare(&b.req, &addr, &len);
-    if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
-    gw_status_t st = gw_isend(mca_pml_gpuwire.engine, &b.req.gw, peer, gw_comm_cid(comm),
-                              ompi_comm_rank(comm), tag, addr, len,
-                              mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0);
-    if (OPAL_UNLIKELY(GW_OK != st)) {
-        pml_gw_staging_release(&b.req);
-        return mca_pml_gpuwire_mpi_error(st);
-    }
     blocking_wait(&b);
     pml_gw_staging_release(&b.req);
     return mca_pml_gpuwire_mpi_error(b.req.gw.status);
@@ -350,18 +338,10 @@ static int pml_recv_blocking(void *buf, size_t count, ompi_datatype_t *dtype, in
                          ompi_status_public_t *status)
 {
     blocking_t b;
-    void *addr;
-    size_t cap;
     blocking_init(&b, PML_GW_RECV, buf, count, dtype, src, tag, comm, MCA_PML_BASE_SEND_STANDARD);
-    int rc = pml_gw_recv_prepare(&b.req, &addr, &cap);
+    b.req.message = msg;
+    int rc = pml_gw_issue(&b.req);
     if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
-    gw_status_t st = msg ? gw_imrecv(mca_pml_gpuwire.engine, &b.req.gw, msg, addr, cap)
-                         : gw_irecv(mca_pml_gpuwire.engine, &b.req.gw, gw_comm_cid(comm), src,
-                                    tag, addr, cap);
-    if (OPAL_UNLIKELY(GW_OK != st)) {
-        pml_gw_staging_release(&b.req);
-        return mca_pml_gpuwire_mpi_error(st);
-    }
     blocking_wait(&b);
     ompi_status_public_t local;
     return pml_gw_recv_finish(&b.req, MPI_STATUS_IGNORE == status ? &local : status);

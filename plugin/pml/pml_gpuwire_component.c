@@ -5,8 +5,7 @@
 
 #include <string.h>
 
-#include "gpuwire_pin.h"
-#include "gpuwire_version.h"
+#include "gpuwire_preflight.h"
 #include "opal/mca/base/mca_base_var.h"
 
 static int component_register(void);
@@ -47,17 +46,11 @@ __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_compon
     .pmlm_finalize = component_finalize,
 };
 
-static void gw_print_line(const char *line) { opal_output(0, "%s", line); }
-
 static int component_register(void)
 {
     /* First, before anything touches Open MPI's structures: is this the
      * release we were built for? */
-    char running[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    PMPI_Get_library_version(running, &len);
-    if (gw_component_preflight(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
-                               running, "pml", &mca_pml_gpuwire_component, gw_print_line) != 0) {
+    if (gw_component_preflight("pml", &mca_pml_gpuwire_component) != 0) {
         return OMPI_ERR_NOT_SUPPORTED;
     }
 

@@ -255,19 +255,12 @@ static int start_buffered(mca_pml_gpuwire_request_t *req)
     return MPI_SUCCESS;
 }
 
-int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
+int pml_gw_issue(mca_pml_gpuwire_request_t *req)
 {
     gw_engine_t *engine = mca_pml_gpuwire.engine;
     gw_status_t st;
     int rc;
-
-    req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
-    req->ompi.req_status._cancelled = 0;
-    req->ompi.req_status._ucount = 0;
     if (req->kind == PML_GW_SEND) {
-        if (req->mode == MCA_PML_BASE_SEND_BUFFERED && !(req->flags & PML_GW_INTERNAL)) {
-            return start_buffered(req);
-        }
         uint32_t peer;
         const void *addr;
         size_t len;
@@ -283,19 +276,27 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
         size_t cap;
         rc = pml_gw_recv_prepare(req, &addr, &cap);
         if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
-        if (req->message) {
-            gw_message_t *msg = req->message;
-            st = gw_imrecv(engine, &req->gw, msg, addr, cap);
-        } else {
-            st = gw_irecv(engine, &req->gw, gw_comm_cid(req->comm), req->peer, req->tag, addr,
-                          cap);
-        }
+        st = req->message ? gw_imrecv(engine, &req->gw, req->message, addr, cap)
+                          : gw_irecv(engine, &req->gw, gw_comm_cid(req->comm), req->peer,
+                                     req->tag, addr, cap);
     }
     if (OPAL_UNLIKELY(GW_OK != st)) {
         pml_gw_staging_release(req);
         return mca_pml_gpuwire_mpi_error(st);
     }
     return MPI_SUCCESS;
+}
+
+int pml_gw_request_start(mca_pml_gpuwire_request_t *req)
+{
+    req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;
+    req->ompi.req_status._cancelled = 0;
+    req->ompi.req_status._ucount = 0;
+    if (req->kind == PML_GW_SEND && req->mode == MCA_PML_BASE_SEND_BUFFERED &&
+        !(req->flags & PML_GW_INTERNAL)) {
+        return start_buffered(req);
+    }
+    return pml_gw_issue(req);
 }
 
 int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests)

@@ -50,6 +50,10 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
                                               ompi_communicator_t *comm,
                                               mca_pml_base_send_mode_t mode);
 
+/* Hands the operation to the engine; uses only the request's own fields (not
+ * the ompi_request_t), so blocking calls use it with a request on the stack. */
+int pml_gw_issue(mca_pml_gpuwire_request_t *req);
+
 /* Starts (or restarts) the operation described by the request. */
 int pml_gw_request_start(mca_pml_gpuwire_request_t *req);
 

@@ -538,9 +538,8 @@ void Engine::on_ack_sent(void *request, ucs_status_t, void *user_data)
 // UCX's callbacks, because they may need a new endpoint.
 void Engine::flush_acks()
 {
-    std::vector<PendingAck> acks;
-    acks.swap(pending_acks_);
-    for (const PendingAck &a : acks) {
+    // Nothing below queues acks, so the queue keeps its capacity.
+    for (const PendingAck &a : pending_acks_) {
         gw_status_t st;
         ucp_ep_h ep = endpoint(a.peer, st);
         if (!ep) continue;
@@ -560,6 +559,7 @@ void Engine::flush_acks()
             delete ack;
         }
     }
+    pending_acks_.clear();
 }
 
 // ---------------------------------------------------------------------------
@@ -778,26 +778,21 @@ void Engine::deliver_eager(RecvOp *op, InboundMsg &msg)
 // when its buffer is free again.
 void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
 {
-    gw_request_t *req = op->req;
     op->ack_peer = msg.peer;
     op->ack_id = msg.sync_id;
+    // Done now (copied, or failed): the sender hears it through the ack.
+    auto finish = [&](gw_status_t st) {
+        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        complete(op->req, st);
+    };
+    // on_msg() validated the descriptor when it arrived (decode_ipc_blob).
     cuda::IpcBlob blob;
-    if (!cuda::decode_ipc_blob(msg.data, msg.wire_length, &blob)) {
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, GW_ERR_TRANSPORT);
-        return;
-    }
-    if (blob.length > op->cap) {
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, GW_ERR_TRUNCATE);
-        return;
-    }
+    std::memcpy(&blob, msg.data, sizeof(blob));
+    if (blob.length > op->cap) return finish(GW_ERR_TRUNCATE);
     if (!dev_) {
         log(GW_LOG_ERROR, "a device message arrived but this process has no GPU: %s",
             device_why_.c_str());
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, GW_ERR_UNSUPPORTED);
-        return;
+        return finish(GW_ERR_UNSUPPORTED);
     }
     int device = op->device >= 0 ? op->device : dev_->device_of_uuid(blob.device_uuid);
     if (device < 0) device = 0;
@@ -810,38 +805,27 @@ void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
         if (!m) {
             log(GW_LOG_ERROR, "CUDA IPC mapping of process %u's buffer failed: %s", msg.peer,
                 m.status().message().c_str());
-            pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-            complete(req, GW_ERR_TRANSPORT);
-            return;
+            return finish(GW_ERR_TRANSPORT);
         }
         mapping = std::move(*m);
         src = mapping.ptr();
     }
     ++stats_.device_recvs;
     stats_.bytes_received += blob.length;
-    if (op->device < 0) {
-        // Into pageable host memory: through pinned chunks, now.
-        cuda::Status s = dev_->copy_via_pinned(op->buf, src, blob.length, device, false);
-        if (!s) log(GW_LOG_ERROR, "device-to-host copy failed: %s", s.message().c_str());
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, s ? GW_OK : GW_ERR_TRANSPORT);
-        return;
-    }
-    if (blob.length <= path_.ipc_sync_max) {
-        // Small: copy and wait now; the synchronize is the lowest-latency wait
-        // CUDA offers (a stream write plus polling costs more for one copy).
-        cuda::Status s = dev_->copy_sync(op->buf, src, blob.length, device);
+    if (op->device < 0 || blob.length <= path_.ipc_sync_max) {
+        // Into pageable host memory (through pinned chunks), or small: copy
+        // and wait now; a synchronize is the cheapest wait for one copy.
+        cuda::Status s = op->device < 0
+                             ? dev_->copy_via_pinned(op->buf, src, blob.length, device, false)
+                             : dev_->copy_sync(op->buf, src, blob.length, device);
         if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, s ? GW_OK : GW_ERR_TRANSPORT);
-        return;
+        return finish(s ? GW_OK : GW_ERR_TRANSPORT);
     }
     cuda::Status s = dev_->start_copy(op->buf, src, blob.length, device, std::move(mapping), op);
     if (!s) {
         log(GW_LOG_ERROR, "device copy of %llu bytes failed to start: %s",
             (unsigned long long)blob.length, s.message().c_str());
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
-        complete(req, GW_ERR_TRANSPORT);
+        finish(GW_ERR_TRANSPORT);
     }
 }
 
