@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_pair.hpp"
 #include "gpuwire/engine.h"
 
 namespace {
@@ -26,43 +27,8 @@ constexpr size_t kSizes[] = {0, 1, 8, 4095, 16383, 16384, 70000, 300000};
 constexpr size_t kRndvThreshold = 16384;
 constexpr int kRounds = 96;
 
-struct Pair {
-    gw_engine_t *e[2] = {nullptr, nullptr};
-    const void *addr[2] = {nullptr, nullptr};
-    size_t len[2] = {0, 0};
-
-    static int resolve(void *ctx, uint32_t peer, const void **a, size_t *l)
-    {
-        auto *p = static_cast<Pair *>(ctx);
-        if (peer > 1 || !p->addr[peer]) return -1;
-        *a = p->addr[peer];
-        *l = p->len[peer];
-        return 0;
-    }
-
-    Pair()
-    {
-        for (uint32_t i = 0; i < 2; ++i) {
-            gw_engine_params_t p;
-            gw_engine_params_init(&p);
-            p.my_peer = i;
-            p.npeers = 2;
-            p.thread_multiple = 1;
-            p.resolve_peer = &Pair::resolve;
-            p.resolve_ctx = this;
-            p.rndv_threshold = kRndvThreshold;
-            char why[256] = "";
-            gw_status_t st = gw_engine_create(&p, &e[i], why, sizeof(why));
-            INFO(why);
-            REQUIRE(st == GW_OK);
-            gw_engine_address(e[i], &addr[i], &len[i]);
-        }
-    }
-    ~Pair()
-    {
-        for (auto *x : e) gw_engine_disconnect(x);
-        for (auto *x : e) gw_engine_destroy(x);
-    }
+struct Pair : EnginePair {
+    Pair() : EnginePair(kRndvThreshold, true) {}
 };
 
 // A request whose completion any thread may observe: the callback runs on

@@ -1,0 +1,62 @@
+// Two engines in one process that talk over UCX (shared memory or TCP): the
+// fixture of the engine's tests without MPI.
+#pragma once
+
+#include "gw_catch.hpp"
+
+#include <functional>
+
+#include "gpuwire/engine.h"
+
+struct EnginePair {
+    gw_engine_t *e[2] = {nullptr, nullptr};
+    const void *addr[2] = {nullptr, nullptr};
+    size_t len[2] = {0, 0};
+
+    static int resolve(void *ctx, uint32_t peer, const void **a, size_t *l)
+    {
+        auto *p = static_cast<EnginePair *>(ctx);
+        if (peer > 1 || !p->addr[peer]) return -1;
+        *a = p->addr[peer];
+        *l = p->len[peer];
+        return 0;
+    }
+
+    explicit EnginePair(size_t rndv_threshold = 0, bool thread_multiple = false)
+    {
+        for (uint32_t i = 0; i < 2; ++i) {
+            gw_engine_params_t p;
+            gw_engine_params_init(&p);
+            p.my_peer = i;
+            p.npeers = 2;
+            p.thread_multiple = thread_multiple ? 1 : 0;
+            p.resolve_peer = &EnginePair::resolve;
+            p.resolve_ctx = this;
+            p.rndv_threshold = rndv_threshold;
+            char why[256] = "";
+            gw_status_t st = gw_engine_create(&p, &e[i], why, sizeof(why));
+            INFO(why);
+            REQUIRE(st == GW_OK);
+            gw_engine_address(e[i], &addr[i], &len[i]);
+        }
+    }
+    ~EnginePair()
+    {
+        for (auto *x : e) gw_engine_disconnect(x);
+        for (auto *x : e) gw_engine_destroy(x);
+    }
+    EnginePair(const EnginePair &) = delete;
+    EnginePair &operator=(const EnginePair &) = delete;
+
+    void progress()
+    {
+        gw_engine_progress(e[0]);
+        gw_engine_progress(e[1]);
+    }
+    // Progresses until pred() holds; fails the test after many rounds.
+    void until(const std::function<bool()> &pred)
+    {
+        for (long i = 0; i < 20000000 && !pred(); ++i) progress();
+        REQUIRE(pred());
+    }
+};
