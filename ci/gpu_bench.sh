@@ -61,7 +61,7 @@ if [ -x "$OSU/osu_latency" ]; then
     {
         echo "| figure (OSU 7.4, pml gpuwire) | gpuwire | reference in the same run | ratio |"
         echo "| --- | --- | --- | --- |"
-        for t in "DD $f_peer peer-copy+sync" "HD $f_h2d H2D+sync" "DH $f_d2h D2H+sync"; do
+        for t in "DD ${f_peer:--} peer-copy+sync" "HD ${f_h2d:--} H2D+sync" "DH ${f_d2h:--} D2H+sync"; do
             set -- $t
             v=$(val "lat_$1" 8)
             echo "| osu_latency $1 8 B (us) | $v | $2 ($3) | $(ratio "$v" "$2") |"

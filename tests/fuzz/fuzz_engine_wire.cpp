@@ -1,5 +1,6 @@
-// The engine's active-message headers (ucx_glue/engine/wire.hpp), as they
-// arrive from another process through UCX: any length, any alignment.
+// What the engine reads from another process (ucx_glue/engine/wire.hpp): the
+// device descriptor and the acknowledgement, as they arrive through UCX (any
+// length, any alignment), and the envelope packed into a UCX tag.
 #include <cstring>
 
 #include "engine/wire.hpp"
@@ -7,46 +8,66 @@
 
 namespace {
 
-using gpuwire::engine::decode_msg_header;
-using gpuwire::engine::decode_sync_ack;
-using gpuwire::engine::MsgHeader;
-using gpuwire::engine::SyncAckHeader;
+using namespace gpuwire::engine;
 
-// Decodes `bytes` with `decode` and checks the contract: success exactly for
-// the struct's size, a byte-exact copy on success, the output untouched on
-// failure.
-template <class Header, class Decode>
-void check_decoder(Decode decode, const uint8_t *bytes, size_t size) {
-  Header out;
-  std::memset(&out, 0xA5, sizeof out);
-  Header before;
-  std::memcpy(&before, &out, sizeof out);
+// Decodes `bytes` with `decode` and checks the contract: success only for the
+// struct's size, a byte-exact copy on success, the output untouched on
+// failure, and nothing accepted from a null pointer.
+template <class T, class Decode>
+void check_decoder(Decode decode, const uint8_t *bytes, size_t size)
+{
+    T out;
+    std::memset(&out, 0xA5, sizeof out);
+    T before;
+    std::memcpy(&before, &out, sizeof out);
 
-  const bool ok = decode(bytes, size, &out);
-  GW_FUZZ_REQUIRE(ok == (size == sizeof(Header)));
-  if (ok) {
-    GW_FUZZ_REQUIRE(std::memcmp(&out, bytes, sizeof(Header)) == 0);
-  } else {
-    GW_FUZZ_REQUIRE(std::memcmp(&out, &before, sizeof out) == 0);
-  }
-  Header kept;
-  std::memcpy(&kept, &out, sizeof out);
-  GW_FUZZ_REQUIRE(!decode(nullptr, size, &out));
-  GW_FUZZ_REQUIRE(std::memcmp(&out, &kept, sizeof out) == 0);
+    const bool ok = decode(bytes, size, &out);
+    if (ok) {
+        GW_FUZZ_REQUIRE(size == sizeof(T));
+        GW_FUZZ_REQUIRE(std::memcmp(&out, bytes, sizeof(T)) == 0);
+    } else {
+        GW_FUZZ_REQUIRE(std::memcmp(&out, &before, sizeof out) == 0);
+    }
+    T kept;
+    std::memcpy(&kept, &out, sizeof out);
+    GW_FUZZ_REQUIRE(!decode(nullptr, size, &out));
+    GW_FUZZ_REQUIRE(std::memcmp(&out, &kept, sizeof out) == 0);
 }
 
-}  // namespace
+// Any 64-bit tag decodes to fields that encode back to the same tag (the D
+// bit aside), and a receive for exactly those fields matches it.
+void check_tag(uint64_t t)
+{
+    const uint32_t ctx = ctx_of(t);
+    const int32_t rank = rank_of(t);
+    const int32_t tag = tag_of(t);
+    GW_FUZZ_REQUIRE(ctx <= kMaxCtx && rank >= 0 && rank <= kMaxRank);
+    GW_FUZZ_REQUIRE(tag >= -kMaxTag - 1 && tag <= kMaxTag);
+    GW_FUZZ_REQUIRE(make_send_tag(ctx, rank, tag) == (t & ~kDescBit));
+    uint64_t want, mask;
+    make_recv_tag(ctx, rank, tag, false, want, mask);
+    GW_FUZZ_REQUIRE(((t ^ want) & mask) == 0);
+    make_recv_tag(ctx, -1, 0, true, want, mask);
+    GW_FUZZ_REQUIRE((((t ^ want) & mask) == 0) == (tag >= 0));
+}
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  check_decoder<MsgHeader>(decode_msg_header, data, size);
-  check_decoder<SyncAckHeader>(decode_sync_ack, data, size);
-  // UCX hands over header bytes at whatever alignment its buffer has: decode
-  // every window of the input that has the header's size, at every offset.
-  for (size_t at = 0; at + sizeof(MsgHeader) <= size && at < 64; ++at) {
-    check_decoder<MsgHeader>(decode_msg_header, data + at, sizeof(MsgHeader));
-  }
-  for (size_t at = 0; at + sizeof(SyncAckHeader) <= size && at < 64; ++at) {
-    check_decoder<SyncAckHeader>(decode_sync_ack, data + at, sizeof(SyncAckHeader));
-  }
-  return 0;
+bool decode_desc(const void *b, size_t n, DeviceDescriptor *out) { return decode_descriptor(b, n, out); }
+bool decode_ack(const void *b, size_t n, SyncAckHeader *out) { return decode_sync_ack(b, n, out); }
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check_decoder<DeviceDescriptor>(decode_desc, data, size);
+    check_decoder<SyncAckHeader>(decode_ack, data, size);
+    // UCX hands over bytes at whatever alignment its buffer has.
+    for (size_t at = 1; at + sizeof(DeviceDescriptor) <= size && at < 16; ++at) {
+        check_decoder<DeviceDescriptor>(decode_desc, data + at, sizeof(DeviceDescriptor));
+    }
+    for (size_t at = 0; at + sizeof(uint64_t) <= size && at < 64; at += 8) {
+        uint64_t t;
+        std::memcpy(&t, data + at, sizeof t);
+        check_tag(t);
+    }
+    return 0;
 }

@@ -10,6 +10,9 @@
 #include <new>
 
 namespace gpuwire::engine {
+
+static_assert(GW_MAX_CONTEXT == kMaxCtx && GW_MAX_RANK == kMaxRank && GW_MAX_TAG == kMaxTag);
+
 namespace {
 
 constexpr uint8_t kWaitSend = 0x1;
@@ -87,10 +90,19 @@ gw_status_t Engine::init(std::string &why)
         why = std::string("UCX configuration could not be read: ") + ucs_status_string(s);
         return from_ucs(s);
     }
+    if (params_.rndv_threshold) {
+        std::string v = std::to_string(params_.rndv_threshold);
+        s = ucp_config_modify(config, "RNDV_THRESH", v.c_str());
+        if (s != UCS_OK) {
+            ucp_config_release(config);
+            why = std::string("UCX refused RNDV_THRESH=") + v + ": " + ucs_status_string(s);
+            return from_ucs(s);
+        }
+    }
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                    UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    p.features = UCP_FEATURE_AM;
+    p.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;
     p.estimated_num_eps = params_.npeers;
     p.mt_workers_shared = 0;
     s = ucp_init(&p, config, &context_);
@@ -121,7 +133,7 @@ gw_status_t Engine::init(std::string &why)
     struct {
         unsigned id;
         ucp_am_recv_callback_t cb;
-    } handlers[] = {{AM_MSG, &Engine::on_msg}, {AM_SYNC_ACK, &Engine::on_sync_ack}};
+    } handlers[] = {{AM_SYNC_ACK, &Engine::on_sync_ack}};
     for (auto &h : handlers) {
         ucp_am_handler_param_t hp{};
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -205,18 +217,24 @@ Engine::~Engine()
     dev_.reset(); // waits for device copies in flight
     if (worker_) {
         disconnect();
-        for (Peer &p : peers_) {
-            for (auto &kv : p.early) release(kv.second);
-            p.early.clear();
+        // Receives still posted complete as cancelled.
+        while (RecvOp *op = in_ucx_.pop_front()) {
+            void *r = op->ucx_req;
+            ucp_request_cancel(worker_, r);
+            if (!op->done) {
+                op->done = 1;
+                release_landing(op);
+                complete(op->req, GW_ERR_CANCELED);
+            }
         }
         for (auto &kv : contexts_) {
             while (InboundMsg *m = kv.second->unexpected().pop_front()) release(m);
-            while (RecvOp *op = kv.second->posted().pop_front()) complete(op->req, GW_ERR_CANCELED);
         }
         if (address_) ucp_worker_release_address(worker_, address_);
         ucp_worker_destroy(worker_);
     }
     if (context_) ucp_cleanup(context_);
+    for (void *b : blocks_) std::free(b);
     run_completions();
 }
 
@@ -368,104 +386,113 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     op->req = req;
     op->engine = this;
     op->side = nullptr;
+    op->sync_id = 0;
     op->status = GW_OK;
     op->waiting = kWaitSend;
-    op->hdr = MsgHeader{ctx, my_rank, tag, params_.my_peer, 0, 0, 0};
+    op->desc = 0;
     req->length = len;
+    uint64_t wire_tag = make_send_tag(ctx, my_rank, tag);
 
-    ucp_request_param_t rp{};
+    ucp_request_param_t rp;
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     rp.cb.send = &Engine::on_send_done;
     rp.user_data = op;
     rp.memory_type = UCS_MEMORY_TYPE_HOST;
-    if (params_.rndv_threshold) {
-        rp.flags = len >= params_.rndv_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
-    }
 
     // The one path decision of this message.
-    cuda::MemoryInfo mi;
-    Protocol proto = choose(peer, buf, len, mi);
     const void *payload = buf;
     size_t payload_len = len;
-    if (proto == Protocol::ipc && params_.device_sync) {
-        // The receiver reads this memory from another process: no stream
-        // orders its copy after work this process queued on the default
-        // stream (a cudaMemcpy whose DMA is still running, say).
-        cuda::Status ws = cuda::wait_legacy_stream(mi.device >= 0 ? mi.device : 0);
-        if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
-    }
-    if (proto == Protocol::ipc) {
-        auto *blob = new (std::nothrow) cuda::IpcBlob;
-        cuda::Status es = blob ? dev_->export_range(mi, buf, len, blob)
-                               : cuda::Status::error(cuda::Errc::busy, "out of memory");
-        if (es) {
-            op->side = blob;
-            payload = blob;
-            payload_len = sizeof(*blob);
-            op->hdr.flags |= kFlagIpc;
-            op->waiting |= kWaitAck; // the receiver says when its copy is done
-            rp.flags = UCP_AM_SEND_FLAG_EAGER;
-            ++stats_.ipc_sends;
-        } else {
-            delete blob;
-            log(GW_LOG_INFO, "CUDA IPC export refused (%s): message staged",
-                es.message().c_str());
-            proto = Protocol::staged;
+    if (dev_ && len) [[unlikely]] {
+        cuda::MemoryInfo mi;
+        Protocol proto = choose(peer, buf, len, mi);
+        if (proto == Protocol::ipc && params_.device_sync) {
+            // The receiver reads this memory from another process: no stream
+            // orders its copy after work this process queued on the default
+            // stream (a cudaMemcpy whose DMA is still running, say).
+            cuda::Status ws = cuda::wait_legacy_stream(mi.device >= 0 ? mi.device : 0);
+            if (!ws)
+                log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
         }
-    }
-    if (proto == Protocol::staged) {
-        void *bounce = std::malloc(len);
-        cuda::Status cs =
-            bounce ? dev_->copy_via_pinned(bounce, buf, len, mi.device >= 0 ? mi.device : 0, false)
-                   : cuda::Status::error(cuda::Errc::busy, "out of memory");
-        if (!cs) {
-            std::free(bounce);
-            log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
-                cs.message().c_str());
-            lock_.unlock();
-            return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
+        if (proto == Protocol::ipc) {
+            auto *d = new (std::nothrow) DeviceDescriptor{};
+            cuda::Status es = d ? dev_->export_range(mi, buf, len, &d->blob)
+                                : cuda::Status::error(cuda::Errc::busy, "out of memory");
+            if (es) {
+                d->src_peer = params_.my_peer;
+                d->reserved = 0;
+                d->ack_id = op->sync_id = next_sync_id_++;
+                op->side = d;
+                op->desc = 1;
+                payload = d;
+                payload_len = sizeof(*d);
+                wire_tag |= kDescBit;
+                op->waiting |= kWaitAck; // the receiver says when its copy is done
+                sync_waiting_.emplace(op->sync_id, op);
+                ++stats_.ipc_sends;
+            } else {
+                delete d;
+                log(GW_LOG_INFO, "CUDA IPC export refused (%s): message staged",
+                    es.message().c_str());
+                proto = Protocol::staged;
+            }
         }
-        op->side = bounce;
-        payload = bounce;
-        ++stats_.staged_sends;
-    } else if (proto == Protocol::ucx_device) {
-        rp.memory_type = UCS_MEMORY_TYPE_CUDA;
-        ++stats_.ucx_device_sends;
+        if (proto == Protocol::staged) {
+            void *bounce = std::malloc(len);
+            cuda::Status cs = bounce ? dev_->copy_via_pinned(bounce, buf, len,
+                                                             mi.device >= 0 ? mi.device : 0, false)
+                                     : cuda::Status::error(cuda::Errc::busy, "out of memory");
+            if (!cs) {
+                std::free(bounce);
+                log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
+                    cs.message().c_str());
+                lock_.unlock();
+                return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
+            }
+            op->side = bounce;
+            payload = bounce;
+            ++stats_.staged_sends;
+        } else if (proto == Protocol::ucx_device) {
+            rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+            ++stats_.ucx_device_sends;
+        }
     }
 
-    op->hdr.seq = peers_[peer].send_seq++;
-    if ((flags & GW_SEND_SYNC) || (op->hdr.flags & kFlagIpc)) {
-        op->hdr.flags |= (flags & GW_SEND_SYNC) ? kFlagSync : 0;
-        op->hdr.sync_id = next_sync_id_++;
-        op->waiting |= kWaitAck;
-        sync_waiting_.emplace(op->hdr.sync_id, op);
-    }
-    ucs_status_ptr_t r =
-        ucp_am_send_nbx(ep, AM_MSG, &op->hdr, sizeof(op->hdr), payload, payload_len, &rp);
+    // A synchronous send of a descriptor needs nothing more: the receiver's
+    // acknowledgement comes after it matched.
+    ucs_status_ptr_t r = (flags & GW_SEND_SYNC) && !op->desc
+                             ? ucp_tag_send_sync_nbx(ep, payload, payload_len, wire_tag, &rp)
+                             : ucp_tag_send_nbx(ep, payload, payload_len, wire_tag, &rp);
     ++stats_.sends;
     stats_.bytes_sent += len;
-    if (UCS_PTR_IS_ERR(r)) {
-        if (op->waiting & kWaitAck) sync_waiting_.erase(op->hdr.sync_id);
-        log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
-            ucs_status_string(UCS_PTR_STATUS(r)));
-        if (op->hdr.flags & kFlagIpc) {
-            delete static_cast<cuda::IpcBlob *>(op->side);
-        } else {
-            std::free(op->side);
-        }
-        lock_.unlock();
-        return from_ucs(UCS_PTR_STATUS(r));
-    }
-    if (r == nullptr && op->waiting == kWaitSend && !op->side) {
+    if (r == nullptr && op->waiting == kWaitSend && !op->side) [[likely]] {
         // Done at once (the common small send): complete without the queue.
-        ++stats_.eager_sends;
+        ++(params_.rndv_threshold && len >= params_.rndv_threshold ? stats_.rndv_sends
+                                                                    : stats_.eager_sends);
         bool others = done_head_ != done_.size();
         lock_.unlock();
         req->status = GW_OK;
         req->complete_cb(req);
         if (others) run_completions();
         return GW_OK;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        if (op->waiting & kWaitAck) sync_waiting_.erase(op->sync_id);
+        log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
+            ucs_status_string(UCS_PTR_STATUS(r)));
+        if (op->desc) {
+            delete static_cast<DeviceDescriptor *>(op->side);
+        } else {
+            std::free(op->side);
+        }
+        lock_.unlock();
+        return from_ucs(UCS_PTR_STATUS(r));
+    }
+    if (!op->side) {
+        // A host message: rendezvous by the configured threshold, else by
+        // whether UCX needed the receiver before it could complete.
+        bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : r != nullptr;
+        ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
     }
     if (r == nullptr) send_done(op, UCS_OK);
     lock_.unlock();
@@ -484,8 +511,8 @@ void Engine::send_done(SendOp *op, ucs_status_t status)
 {
     op->waiting &= ~kWaitSend;
     if (op->side) {
-        if (op->hdr.flags & kFlagIpc) {
-            delete static_cast<cuda::IpcBlob *>(op->side);
+        if (op->desc) {
+            delete static_cast<DeviceDescriptor *>(op->side);
         } else {
             std::free(op->side);
         }
@@ -494,11 +521,9 @@ void Engine::send_done(SendOp *op, ucs_status_t status)
     if (status != UCS_OK) {
         op->status = from_ucs(status);
         if (op->waiting & kWaitAck) {
-            sync_waiting_.erase(op->hdr.sync_id);
+            sync_waiting_.erase(op->sync_id);
             op->waiting &= ~kWaitAck;
         }
-    } else {
-        ++stats_.eager_sends;
     }
     if (!op->waiting) complete(op->req, op->status);
 }
@@ -511,7 +536,7 @@ ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_le
     if (!decode_sync_ack(header, header_length, &h)) return UCS_OK;
     auto it = e->sync_waiting_.find(h.sync_id);
     if (it == e->sync_waiting_.end()) {
-        e->log(GW_LOG_WARN, "synchronous-send acknowledgement for an unknown send dropped");
+        e->log(GW_LOG_WARN, "device-copy acknowledgement for an unknown send dropped");
         return UCS_OK;
     }
     SendOp *op = it->second;
@@ -534,8 +559,8 @@ void Engine::on_ack_sent(void *request, ucs_status_t, void *user_data)
     delete static_cast<AckSend *>(user_data);
 }
 
-// Acknowledgements of synchronous sends are sent from progress(), outside
-// UCX's callbacks, because they may need a new endpoint.
+// Acknowledgements of device copies are sent from progress(), outside UCX's
+// callbacks, because they may need a new endpoint.
 void Engine::flush_acks()
 {
     // Nothing below queues acks, so the queue keeps its capacity.
@@ -566,228 +591,190 @@ void Engine::flush_acks()
 // Receiving
 // ---------------------------------------------------------------------------
 
-ucs_status_t Engine::on_msg(void *arg, const void *header, size_t header_length, void *data,
-                            size_t length, const ucp_am_recv_param_t *param)
+void *Engine::get_block()
 {
-    auto *e = static_cast<Engine *>(arg);
-    MsgHeader h;
-    if (!decode_msg_header(header, header_length, &h)) {
-        e->log(GW_LOG_ERROR, "message with a %zu-byte header dropped (expected %zu)",
-               header_length, sizeof(MsgHeader));
-        ++e->stats_.dropped_messages;
-        return UCS_OK;
+    if (!blocks_.empty()) {
+        void *b = blocks_.back();
+        blocks_.pop_back();
+        return b;
     }
-    if (h.src_peer >= e->peers_.size()) {
-        e->log(GW_LOG_ERROR, "message from unknown process %u dropped", h.src_peer);
-        ++e->stats_.dropped_messages;
-        return UCS_OK;
-    }
-    InboundMsg view;
-    view.source = h.src_rank;
-    view.tag = h.tag;
-    view.ctx = h.ctx;
-    view.peer = h.src_peer;
-    view.seq = h.seq;
-    view.sync_id = (h.flags & (kFlagSync | kFlagIpc)) ? h.sync_id : 0;
-    view.flags = h.flags;
-    view.length = length;
-    view.wire_length = length;
-    view.data = data;
-    if (h.flags & kFlagIpc) {
-        // The payload is a descriptor; what a probe reports is the size it names.
-        cuda::IpcBlob blob;
-        if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-            !cuda::decode_ipc_blob(data, length, &blob)) {
-            e->log(GW_LOG_ERROR, "malformed CUDA IPC descriptor from process %u dropped",
-                   h.src_peer);
-            ++e->stats_.dropped_messages;
-            return UCS_OK;
-        }
-        view.length = blob.length;
-    }
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        view.kind = InboundMsg::RNDV;
-    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
-        view.kind = InboundMsg::UCX_DATA;
+    return std::malloc(kBlockBytes);
+}
+
+void Engine::put_block(void *b)
+{
+    if (blocks_.size() < 1024) {
+        blocks_.push_back(b);
     } else {
-        view.kind = InboundMsg::OWNED; // transient: copied if it must wait
+        std::free(b);
     }
-
-    Peer &p = e->peers_[h.src_peer];
-    if (h.seq != p.recv_seq) {
-        // A sequence number already handled, or one already waiting, is a
-        // duplicate: dropped (holding it would keep UCX's data for good).
-        if (static_cast<int32_t>(h.seq - p.recv_seq) < 0 || p.early.count(h.seq)) {
-            e->log(GW_LOG_ERROR, "duplicate message %u from process %u dropped", h.seq,
-                   h.src_peer);
-            ++e->stats_.dropped_messages;
-            return UCS_OK;
-        }
-        // An earlier message from this sender is still on its way (UCX may
-        // complete a multi-fragment message after a later short one).
-        InboundMsg *m = e->store(view);
-        if (!m) return UCS_OK;
-        p.early.emplace(h.seq, m);
-        ++e->stats_.out_of_order;
-        return view.kind == InboundMsg::OWNED ? UCS_OK : UCS_INPROGRESS;
-    }
-    ++p.recv_seq;
-    bool kept = e->dispatch(view, nullptr);
-    while (!p.early.empty()) {
-        auto it = p.early.find(p.recv_seq);
-        if (it == p.early.end()) break;
-        InboundMsg *m = it->second;
-        p.early.erase(it);
-        ++p.recv_seq;
-        e->dispatch(*m, m);
-    }
-    return kept ? UCS_INPROGRESS : UCS_OK;
 }
 
-InboundMsg *Engine::store(const InboundMsg &view)
+RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
 {
-    auto *m = new (std::nothrow) InboundMsg(view);
-    if (!m) {
-        log(GW_LOG_ERROR, "out of memory queueing a %zu-byte message", view.length);
-        ++stats_.dropped_messages;
-        return nullptr;
-    }
-    if (view.kind == InboundMsg::OWNED) {
-        // The transient bytes are UCX's: keep a copy (or nothing, when empty).
-        m->data = nullptr;
-        if (view.wire_length == 0) return m;
-        m->data = std::malloc(view.wire_length);
-        if (!m->data) {
-            log(GW_LOG_ERROR, "out of memory queueing a %zu-byte message", view.wire_length);
-            ++stats_.dropped_messages;
-            delete m;
-            return nullptr;
-        }
-        std::memcpy(m->data, view.data, view.wire_length);
-    }
-    return m;
+    auto *op = new (req->priv) RecvOp;
+    op->buf = buf;
+    op->cap = cap;
+    op->req = req;
+    op->engine = this;
+    op->ucx_req = nullptr;
+    op->block = nullptr;
+    op->landing = buf;
+    op->bounce = nullptr;
+    op->ack_id = 0;
+    op->ack_peer = 0;
+    op->device = -1;
+    op->done = 0;
+    return op;
 }
 
-void Engine::release(InboundMsg *msg)
+bool Engine::prepare_landing(RecvOp *op)
 {
-    if (msg->kind == InboundMsg::OWNED) {
-        std::free(msg->data);
-    } else if (msg->data) {
-        ucp_am_data_release(worker_, msg->data);
+    if (op->device < 0 && op->cap >= kBlockBytes) {
+        // Straight into the user's buffer; keep what a descriptor would
+        // overwrite, to put it back.
+        op->block = get_block();
+        if (!op->block) return false;
+        std::memcpy(op->block, op->buf, sizeof(DeviceDescriptor));
+        op->landing = op->buf;
+        return true;
     }
-    delete msg;
+    if (op->cap <= kBlockBytes) {
+        op->block = get_block();
+        op->landing = op->block;
+        return op->block != nullptr;
+    }
+    // A device buffer: UCX writes host memory here (see deliver for why).
+    op->bounce = std::malloc(op->cap);
+    op->landing = op->bounce;
+    return op->bounce != nullptr;
 }
 
-bool Engine::dispatch(InboundMsg &view, InboundMsg *stored)
+void Engine::release_landing(RecvOp *op)
 {
-    Context &c = context(view.ctx);
-    RecvOp *op = c.match_posted(view.source, view.tag);
-    if (op) {
-        deliver(op, view, stored == nullptr);
-        if (stored) release(stored);
-        return false;
-    }
-    ++stats_.unexpected;
-    InboundMsg *m = stored ? stored : store(view);
-    if (!m) return false;
-    c.unexpected().push_back(m);
-    return m->kind != InboundMsg::OWNED;
+    if (op->block) put_block(op->block);
+    std::free(op->bounce);
+    op->block = op->bounce = nullptr;
 }
 
-// Moves a matched message into the receive. For a rendezvous message UCX
-// takes over the descriptor (ucp_am_recv_data_nbx); the caller must not
-// release it afterwards, so deliver() clears msg.data in that case.
-void Engine::deliver(RecvOp *op, InboundMsg &msg, bool in_callback)
+static size_t landing_bytes(const RecvOp *op)
 {
-    gw_request_t *req = op->req;
-    req->source = msg.source;
-    req->tag = msg.tag;
-    req->length = msg.length;
-    ++stats_.recvs;
-    if (msg.flags & kFlagIpc) {
-        deliver_ipc(op, msg);
-        return;
-    }
-    if (msg.sync_id) pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+    return op->landing == op->buf ? op->cap : (op->bounce ? op->cap : kBlockBytes);
+}
 
-    if (msg.length > op->cap) {
-        log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", msg.length,
-            op->cap);
-        if (msg.kind == InboundMsg::RNDV && !in_callback) {
-            ucp_am_data_release(worker_, msg.data); // the sender completes
-            msg.data = nullptr;
-        }
-        complete(req, GW_ERR_TRUNCATE);
-        return;
-    }
-    stats_.bytes_received += msg.length;
-    if (msg.kind != InboundMsg::RNDV) {
-        deliver_eager(op, msg);
-        return;
-    }
-    ++stats_.rndv_recvs;
-    ucp_request_param_t rp{};
+void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
+{
+    uint64_t t, mask;
+    make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
+    // UCX 1.13 does not report the sender's tag on an immediate completion:
+    // always take the callback (it may run inside this call).
+    ucp_request_param_t rp;
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    rp.cb.recv_am = &Engine::on_rndv_done;
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.recv = &Engine::on_recv_done;
     rp.user_data = op;
     rp.memory_type = UCS_MEMORY_TYPE_HOST;
-    void *dst = op->buf;
-    if (op->device >= 0) {
-        ++stats_.device_recvs;
-        if (path_.ucx_has_cuda) {
-            rp.memory_type = UCS_MEMORY_TYPE_CUDA;
-        } else {
-            // UCX cannot write device memory: land in host memory, then copy.
-            op->bounce = std::malloc(msg.length);
-            if (!op->bounce) {
-                ucp_am_data_release(worker_, msg.data);
-                msg.data = nullptr;
-                complete(req, GW_ERR_NO_MEMORY);
-                return;
-            }
-            dst = op->bounce;
-        }
-    }
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker_, msg.data, dst, msg.length, &rp);
-    msg.data = nullptr; // UCX owns the descriptor now
+    in_ucx_.push_back(op);
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
-        log(GW_LOG_ERROR, "rendezvous receive of %zu bytes failed: %s", msg.length,
-            ucs_status_string(UCS_PTR_STATUS(r)));
-        on_rndv_done(nullptr, UCS_PTR_STATUS(r), 0, op);
-    } else if (r == nullptr) {
-        on_rndv_done(nullptr, UCS_OK, msg.length, op);
+        log(GW_LOG_ERROR, "receive could not be posted: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+        in_ucx_.remove(op);
+        release_landing(op);
+        complete(op->req, from_ucs(UCS_PTR_STATUS(r)));
+    } else if (!op->done) {
+        op->ucx_req = r;
     }
 }
 
-void Engine::deliver_eager(RecvOp *op, InboundMsg &msg)
+void Engine::on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                          void *user_data)
 {
-    if (op->device < 0) {
-        if (msg.length) std::memcpy(op->buf, msg.data, msg.length);
-        complete(op->req, GW_OK);
+    auto *op = static_cast<RecvOp *>(user_data);
+    Engine *e = op->engine;
+    if (op->done) { // completed as cancelled at teardown already
+        ucp_request_free(request);
         return;
     }
-    ++stats_.device_recvs;
-    cuda::Status s = dev_->copy_via_pinned(op->buf, msg.data, msg.length, op->device, true);
-    if (!s) log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
-    complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
+    op->done = 1;
+    if (op->link.linked()) e->in_ucx_.remove(op);
+    op->ucx_req = nullptr;
+    const uint64_t sender_tag = info->sender_tag; // info lives in the request
+    const size_t length = info->length;
+    ucp_request_free(request);
+    if (status == UCS_ERR_CANCELED) {
+        e->release_landing(op);
+        e->complete(op->req, GW_ERR_CANCELED);
+        return;
+    }
+    e->finish_recv(op, status, sender_tag, length);
+}
+
+// UCX delivered a message into op->landing.
+void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length)
+{
+    gw_request_t *req = op->req;
+    req->source = rank_of(sender_tag);
+    req->tag = tag_of(sender_tag);
+    ++stats_.recvs;
+    if (sender_tag & kDescBit) [[unlikely]] {
+        DeviceDescriptor d;
+        bool ok = status == UCS_OK && decode_descriptor(op->landing, length, &d) &&
+                  d.src_peer < peers_.size();
+        if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        release_landing(op);
+        if (!ok) {
+            log(GW_LOG_ERROR, "malformed CUDA IPC descriptor (%zu bytes) dropped", length);
+            ++stats_.dropped_messages;
+            req->length = 0;
+            complete(req, GW_ERR_TRANSPORT);
+            return;
+        }
+        deliver_ipc(op, d);
+        return;
+    }
+    req->length = length;
+    if (status != UCS_OK || length > op->cap) {
+        release_landing(op);
+        if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
+            log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", length,
+                op->cap);
+            complete(req, GW_ERR_TRUNCATE);
+        } else {
+            complete(req, from_ucs(status));
+        }
+        return;
+    }
+    stats_.bytes_received += length;
+    gw_status_t st = GW_OK;
+    if (op->device >= 0) {
+        ++stats_.device_recvs;
+        cuda::Status s = dev_->copy_via_pinned(op->buf, op->landing, length, op->device, true);
+        if (!s) {
+            log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+            st = GW_ERR_TRANSPORT;
+        }
+    } else if (op->landing != op->buf && length) {
+        std::memcpy(op->buf, op->landing, length);
+    }
+    release_landing(op);
+    complete(req, st);
 }
 
 // The payload stays in the sender's GPU memory: map it (once per allocation)
 // and copy it into the receive buffer; the acknowledgement tells the sender
 // when its buffer is free again.
-void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
+void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
 {
-    op->ack_peer = msg.peer;
-    op->ack_id = msg.sync_id;
+    const cuda::IpcBlob &blob = d.blob;
+    const uint32_t peer = d.src_peer;
+    op->ack_peer = peer;
+    op->ack_id = d.ack_id;
+    op->req->length = blob.length;
     // Done now (copied, or failed): the sender hears it through the ack.
     auto finish = [&](gw_status_t st) {
-        pending_acks_.push_back(PendingAck{msg.peer, msg.sync_id});
+        pending_acks_.push_back(PendingAck{peer, d.ack_id});
         complete(op->req, st);
     };
-    // on_msg() validated the descriptor when it arrived (decode_ipc_blob).
-    cuda::IpcBlob blob;
-    std::memcpy(&blob, msg.data, sizeof(blob));
     if (blob.length > op->cap) return finish(GW_ERR_TRUNCATE);
     if (!dev_) {
         log(GW_LOG_ERROR, "a device message arrived but this process has no GPU: %s",
@@ -798,12 +785,12 @@ void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
     if (device < 0) device = 0;
     cuda::IpcMapping mapping;
     const void *src;
-    if (msg.peer == params_.my_peer) {
+    if (peer == params_.my_peer) {
         src = reinterpret_cast<const void *>(blob.base + blob.offset); // our own memory
     } else {
-        auto m = dev_->map(msg.peer, blob, device);
+        auto m = dev_->map(peer, blob, device);
         if (!m) {
-            log(GW_LOG_ERROR, "CUDA IPC mapping of process %u's buffer failed: %s", msg.peer,
+            log(GW_LOG_ERROR, "CUDA IPC mapping of process %u's buffer failed: %s", peer,
                 m.status().message().c_str());
             return finish(GW_ERR_TRANSPORT);
         }
@@ -829,68 +816,190 @@ void Engine::deliver_ipc(RecvOp *op, InboundMsg &msg)
     }
 }
 
-void Engine::on_rndv_done(void *request, ucs_status_t status, size_t length, void *user_data)
-{
-    auto *op = static_cast<RecvOp *>(user_data);
-    Engine *e = op->engine;
-    if (request) ucp_request_free(request);
-    gw_status_t st = from_ucs(status);
-    if (op->bounce) {
-        if (st == GW_OK) {
-            cuda::Status s = e->dev_->copy_via_pinned(op->buf, op->bounce, op->req->length,
-                                                      op->device, true);
-            if (!s) {
-                e->log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
-                st = GW_ERR_TRANSPORT;
-            }
-        }
-        std::free(op->bounce);
-        op->bounce = nullptr;
-    }
-    e->complete(op->req, st);
-}
-
-RecvOp *Engine::start_recv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
-                           void *buf, size_t cap)
-{
-    auto *op = new (req->priv) RecvOp;
-    op->want_source = source;
-    op->want_tag = tag;
-    op->buf = buf;
-    op->cap = cap;
-    op->ctx = ctx;
-    op->req = req;
-    op->engine = this;
-    op->device = -1;
-    op->bounce = nullptr;
-    op->ack_peer = 0;
-    op->ack_id = 0;
-    return op;
-}
-
 gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
                           void *buf, size_t cap)
 {
-    RecvOp *op = start_recv(req, ctx, source, tag, buf, cap);
+    RecvOp *op = start_recv(req, buf, cap);
     lock_.lock();
-    op->device = device_of(buf, cap);
-    Context &c = context(ctx);
-    InboundMsg *m = c.match_unexpected(source, tag);
-    if (m) {
-        deliver(op, *m, false);
-        release(m);
+    if (dev_) [[unlikely]]
+        op->device = device_of(buf, cap);
+    InboundMsg *m = pulled_ ? context(ctx).match_unexpected(source, tag) : nullptr;
+    if (m) [[unlikely]] {
+        --pulled_;
+        receive_pulled(op, m);
+    } else if (!prepare_landing(op)) {
+        complete(req, GW_ERR_NO_MEMORY);
     } else {
-        c.posted().push_back(op);
+        post(op, ctx, source, tag);
     }
     lock_.unlock();
     run_completions();
     return GW_OK;
 }
 
+void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
+{
+    if (m->kind == InboundMsg::DESC) {
+        op->req->source = m->source;
+        op->req->tag = m->tag;
+        ++stats_.recvs;
+        deliver_ipc(op, m->desc);
+        release(m);
+        return;
+    }
+    if (!prepare_landing(op)) {
+        op->req->source = m->source;
+        op->req->tag = m->tag;
+        op->req->length = m->length;
+        // The message must still be taken out of UCX: into nowhere.
+        release(m);
+        complete(op->req, GW_ERR_NO_MEMORY);
+        return;
+    }
+    ucp_tag_message_h h = m->handle;
+    m->handle = nullptr;
+    delete m;
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.recv = &Engine::on_recv_done;
+    rp.user_data = op;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, op->landing, landing_bytes(op), h, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+        log(GW_LOG_ERROR, "receive of a probed message failed: %s",
+            ucs_status_string(UCS_PTR_STATUS(r)));
+        release_landing(op);
+        complete(op->req, from_ucs(UCS_PTR_STATUS(r)));
+    } else if (r != nullptr && !op->done) {
+        op->ucx_req = r; // not cancellable: it is matched
+    }
+}
+
+namespace {
+// Waits for a UCX receive of a few bytes already at hand.
+struct SmallRecv {
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+    size_t length = 0;
+    static void cb(void *request, ucs_status_t s, const ucp_tag_recv_info_t *info, void *user)
+    {
+        auto *r = static_cast<SmallRecv *>(user);
+        r->status = s;
+        r->length = info ? info->length : 0; // read before the request is freed
+        r->done = true;
+        ucp_request_free(request);
+    }
+};
+} // namespace
+
+InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h h = ucp_tag_probe_nb(worker_, t, mask, 1, &info);
+    if (!h) return nullptr;
+    auto *m = new (std::nothrow) InboundMsg;
+    if (!m) {
+        // Cannot keep it: receive it into nowhere so UCX lets it go.
+        log(GW_LOG_ERROR, "out of memory: a probed message of %zu bytes is dropped", info.length);
+        ++stats_.dropped_messages;
+        h = nullptr;
+        return nullptr;
+    }
+    m->source = rank_of(info.sender_tag);
+    m->tag = tag_of(info.sender_tag);
+    m->ctx = ctx_of(info.sender_tag);
+    m->length = info.length;
+    m->sender_tag = info.sender_tag;
+    m->handle = h;
+    if (!(info.sender_tag & kDescBit)) return m;
+
+    // A descriptor: read it now, a probe must report the size it names.
+    alignas(16) unsigned char bytes[kBlockBytes];
+    SmallRecv sr;
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.recv = &SmallRecv::cb;
+    rp.user_data = &sr;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, bytes, sizeof(bytes), h, &rp);
+    m->handle = nullptr;
+    if (UCS_PTR_IS_ERR(r)) {
+        sr.status = UCS_PTR_STATUS(r);
+    } else if (r != nullptr) {
+        while (!sr.done) ucp_worker_progress(worker_);
+    }
+    m->kind = InboundMsg::DESC;
+    if (sr.status != UCS_OK || !decode_descriptor(bytes, sr.length, &m->desc) ||
+        m->desc.src_peer >= peers_.size()) {
+        log(GW_LOG_ERROR, "malformed CUDA IPC descriptor (%zu bytes) dropped", sr.length);
+        ++stats_.dropped_messages;
+        delete m;
+        return nullptr;
+    }
+    m->length = m->desc.blob.length;
+    return m;
+}
+
+InboundMsg *Engine::pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag)
+{
+    uint64_t t, mask;
+    make_recv_tag(ctx, source, 0, false, t, mask);
+    mask &= ~kTagMask; // every tag of this sender, internal ones too
+    Context &c = context(ctx);
+    for (;;) {
+        InboundMsg *m = pull(t, mask);
+        if (!m) return nullptr; // (a malformed descriptor was dropped)
+        c.unexpected().push_back(m);
+        ++pulled_;
+        ++stats_.probe_pulls;
+        if (tag_matches(source, want_tag, m->source, m->tag)) return m;
+    }
+}
+
+void Engine::release(InboundMsg *msg)
+{
+    if (msg->handle) {
+        // Still in UCX: receive it into nowhere so UCX frees its resources.
+        void *sink = msg->length ? std::malloc(msg->length) : nullptr;
+        SmallRecv sr;
+        ucp_request_param_t rp;
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                          UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+        rp.cb.recv = &SmallRecv::cb;
+        rp.user_data = &sr;
+        rp.memory_type = UCS_MEMORY_TYPE_HOST;
+        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink, sink ? msg->length : 0,
+                                                  msg->handle, &rp);
+        if (UCS_PTR_IS_PTR(r)) {
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            while (!sr.done && std::chrono::steady_clock::now() < deadline)
+                ucp_worker_progress(worker_);
+            if (!sr.done) ucp_request_cancel(worker_, r);
+        }
+        std::free(sink);
+    }
+    delete msg;
+}
+
 int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info)
 {
     lock_.lock();
-    InboundMsg *m = context(ctx).peek_unexpected(source, tag);
+    InboundMsg *m = pulled_ ? context(ctx).peek_unexpected(source, tag) : nullptr;
+    if (!m) {
+        uint64_t t, mask;
+        make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
+        ucp_tag_recv_info_t ti;
+        if (ucp_tag_probe_nb(worker_, t, mask, 0, &ti)) {
+            if (!(ti.sender_tag & kDescBit)) {
+                *info = gw_probe_info_t{rank_of(ti.sender_tag), tag_of(ti.sender_tag), ti.length};
+                lock_.unlock();
+                return 1;
+            }
+            m = pull_prefix(ctx, rank_of(ti.sender_tag), tag);
+        }
+    }
     if (m) *info = gw_probe_info_t{m->source, m->tag, m->length};
     lock_.unlock();
     return m != nullptr;
@@ -900,7 +1009,14 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
                     gw_message_t **msg)
 {
     lock_.lock();
-    InboundMsg *m = context(ctx).match_unexpected(source, tag);
+    InboundMsg *m = pulled_ ? context(ctx).match_unexpected(source, tag) : nullptr;
+    if (m) {
+        --pulled_;
+    } else {
+        uint64_t t, mask;
+        make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
+        m = pull(t, mask);
+    }
     if (m) {
         *info = gw_probe_info_t{m->source, m->tag, m->length};
         *msg = reinterpret_cast<gw_message_t *>(m);
@@ -912,11 +1028,10 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
 gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap)
 {
     auto *m = reinterpret_cast<InboundMsg *>(msg);
-    RecvOp *op = start_recv(req, m->ctx, m->source, m->tag, buf, cap);
+    RecvOp *op = start_recv(req, buf, cap);
     lock_.lock();
-    op->device = device_of(buf, cap);
-    deliver(op, *m, false);
-    release(m);
+    if (dev_) op->device = device_of(buf, cap);
+    receive_pulled(op, m);
     lock_.unlock();
     run_completions();
     return GW_OK;
@@ -927,10 +1042,10 @@ int Engine::cancel_recv(gw_request_t *req)
     auto *op = op_of<RecvOp>(req);
     lock_.lock();
     int cancelled = 0;
-    if (op->link.linked()) {
-        context(op->ctx).posted().remove(op);
-        complete(req, GW_ERR_CANCELED);
-        cancelled = 1;
+    if (op->link.linked() && op->ucx_req) {
+        // An unmatched receive completes with UCS_ERR_CANCELED at once.
+        ucp_request_cancel(worker_, op->ucx_req);
+        cancelled = op->done;
     }
     lock_.unlock();
     run_completions();
@@ -957,24 +1072,34 @@ void Engine::stats(gw_engine_stats_t *out) const
 void Engine::context_release(uint32_t ctx)
 {
     lock_.lock();
+    size_t dropped = 0;
+    auto drop = [&](InboundMsg *m) {
+        // A sender of a descriptor waits for its acknowledgement.
+        if (m->kind == InboundMsg::DESC)
+            pending_acks_.push_back(PendingAck{m->desc.src_peer, m->desc.ack_id});
+        release(m);
+        ++dropped;
+    };
     auto it = contexts_.find(ctx);
     if (it != contexts_.end()) {
         Context &c = *it->second;
-        if (c.posted().empty()) {
-            size_t dropped = 0;
-            while (InboundMsg *m = c.unexpected().pop_front()) {
-                release(m);
-                ++dropped;
-            }
-            if (dropped) {
-                log(GW_LOG_WARN, "%zu unreceived message(s) of communicator %u dropped", dropped,
-                    ctx);
-                stats_.dropped_messages += dropped;
-            }
-            if (last_context_ == &c) last_context_ = nullptr;
-            contexts_.erase(it);
+        while (InboundMsg *m = c.unexpected().pop_front()) {
+            --pulled_;
+            drop(m);
         }
+        if (last_context_ == &c) last_context_ = nullptr;
+        contexts_.erase(it);
     }
+    // What UCX still holds for this communicator can never be received.
+    uint64_t t, mask;
+    make_recv_tag(ctx, GW_ANY_SOURCE, 0, false, t, mask);
+    mask &= ~kTagMask;
+    while (InboundMsg *m = pull(t, mask)) drop(m);
+    if (dropped) {
+        log(GW_LOG_WARN, "%zu unreceived message(s) of communicator %u dropped", dropped, ctx);
+        stats_.dropped_messages += dropped;
+    }
+    if (!pending_acks_.empty()) flush_acks();
     lock_.unlock();
 }
 

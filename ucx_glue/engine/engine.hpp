@@ -1,19 +1,26 @@
-// The point-to-point engine over UCP active messages.
+// The point-to-point engine over UCP tagged messages.
 //
-// Design decision (ARCHITECTURE.md "Matching across protocols"): gpuwire does
-// its own MPI matching over UCX active messages, as ob1 does over BTLs. Every
-// message carries a real header (wire.hpp), so control messages of the device
-// protocols never land in a user's buffer, probes report the payload's size,
-// and a message pulled out of UCX early keeps its place through a per-peer
-// sequence number. UCX still picks eager or rendezvous per message (or the
-// rndv_threshold parameter forces it), and a rendezvous payload goes straight
-// into the user's buffer with ucp_am_recv_data_nbx.
+// Design decision (docs/design.md, "Matching"): the MPI envelope is the UCX
+// tag (wire.hpp), so UCX matches host messages exactly as Open MPI's pml/ucx
+// does, with no header and no copy of ours on the fast path. A device buffer
+// of the same node travels as a CUDA IPC descriptor: a tagged message with
+// the D bit, matched in the same order as every other message from that
+// sender, which the receiver turns into a copy out of the sender's GPU
+// memory. No receive lets UCX write a descriptor where the user would see
+// it: small receives land in a 256-byte block of the engine's, larger host
+// receives keep a copy of the bytes a descriptor would overwrite and put them
+// back, and device receives land in host memory first.
+//
+// A probe that finds a descriptor must report the size of the payload it
+// names, so it takes the messages of that sender out of UCX, in order, up to
+// the descriptor, and keeps them in the context's queue ("pulled"); every
+// receive and probe looks there first. Whatever stays in UCX from a sender
+// is later than everything pulled from it, so MPI's order holds.
 #pragma once
 
 #include <ucp/api/ucp.h>
 
 #include <cstdarg>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,44 +37,49 @@ namespace gpuwire::engine {
 
 class Engine;
 
-// A message that arrived before its receive was posted, or out of order.
+// A message taken out of UCX by a probe (see above): still in UCX's hands
+// (UCX), or a device descriptor already read (DESC).
 struct InboundMsg {
     ListNode link; // first member: OrderedQueue relies on it
     int32_t source = 0;
     int32_t tag = 0;
     uint32_t ctx = 0;
-    uint32_t peer = 0;
-    uint32_t seq = 0;
-    uint64_t sync_id = 0;
-    uint32_t flags = 0;
-    size_t length = 0;      // payload bytes (for IPC: the bytes the descriptor names)
-    size_t wire_length = 0; // bytes at data
-    void *data = nullptr;
-    enum Kind : uint8_t { OWNED, UCX_DATA, RNDV } kind = OWNED;
+    size_t length = 0; // payload bytes (for DESC: the bytes the descriptor names)
+    ucp_tag_message_h handle = nullptr;
+    uint64_t sender_tag = 0;
+    enum Kind : uint8_t { UCX, DESC } kind = UCX;
+    DeviceDescriptor desc;
 };
+
+// Bytes of the engine's landing blocks: a descriptor, or a whole small
+// message, fits in one.
+constexpr size_t kBlockBytes = 256;
+static_assert(kBlockBytes >= sizeof(DeviceDescriptor));
 
 // Per-operation state kept in gw_request_t::priv.
 struct RecvOp {
-    ListNode link; // first member
-    int32_t want_source;
-    int32_t want_tag;
+    ListNode link;     // first member: in the engine's list of receives posted to UCX
     void *buf;
     size_t cap;
-    uint32_t ctx;
     gw_request_t *req;
     Engine *engine;
-    int32_t device;   // GPU of buf, or -1 for host memory
-    void *bounce;     // host landing buffer of a rendezvous into device memory
-    uint32_t ack_peer; // acknowledgement owed once a device copy is done
-    uint64_t ack_id;
+    void *ucx_req;     // UCX's request while the receive is posted there
+    void *block;       // engine block: landing zone, or saved head of buf
+    void *landing;     // where UCX writes: buf, block or bounce
+    void *bounce;      // host landing of a device receive larger than a block
+    uint64_t ack_id;   // acknowledgement owed once a device copy is done
+    uint32_t ack_peer;
+    int32_t device;    // GPU of buf, or -1 for host memory
+    uint8_t done;      // UCX reported completion
 };
 
 struct SendOp {
-    MsgHeader hdr; // UCX reads it until the send completes
     gw_request_t *req;
     Engine *engine;
-    void *side;      // heap: IPC descriptor or staged copy, freed when UCX is done
+    void *side;      // heap: device descriptor or staged copy, freed when UCX is done
+    uint64_t sync_id;
     uint8_t waiting; // bits: kWaitSend, kWaitAck
+    uint8_t desc;    // side is a DeviceDescriptor
     gw_status_t status;
 };
 static_assert(sizeof(RecvOp) <= GW_REQUEST_PRIVATE_BYTES);
@@ -137,9 +149,6 @@ public:
 private:
     struct Peer {
         ucp_ep_h ep = nullptr;
-        uint32_t send_seq = 0;
-        uint32_t recv_seq = 0;
-        std::map<uint32_t, InboundMsg *> early; // arrived before their turn
         bool failed = false;
     };
     struct PendingAck {
@@ -166,25 +175,32 @@ private:
     void complete(gw_request_t *req, gw_status_t status);
 
     // Receive side.
-    static ucs_status_t on_msg(void *arg, const void *header, size_t header_length, void *data,
-                               size_t length, const ucp_am_recv_param_t *param);
     static ucs_status_t on_sync_ack(void *arg, const void *header, size_t header_length,
                                     void *data, size_t length, const ucp_am_recv_param_t *param);
-    static void on_rndv_done(void *request, ucs_status_t status, size_t length, void *user_data);
+    static void on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                             void *user_data);
     static void on_send_done(void *request, ucs_status_t status, void *user_data);
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 
-    // Handles a message whose turn has come; returns true when it keeps the
-    // UCX data (it was queued as unexpected).
-    bool dispatch(InboundMsg &view, InboundMsg *stored);
-    InboundMsg *store(const InboundMsg &view);
+    RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
+    // Picks where UCX writes for this receive; false when out of memory.
+    bool prepare_landing(RecvOp *op);
+    void release_landing(RecvOp *op);
+    // Posts op into UCX (a fresh receive) or receives a pulled message.
+    void post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag);
+    void receive_pulled(RecvOp *op, InboundMsg *m);
+    void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    void deliver_ipc(RecvOp *op, const DeviceDescriptor &d);
+    // Takes one message out of UCX (probe with remove); reads a descriptor
+    // at once. nullptr when none matches.
+    InboundMsg *pull(uint64_t tag, uint64_t mask);
+    // Pulls the messages of (ctx, source) into the context queue, in order,
+    // up to the first that matches want_tag; returns that one (queued).
+    InboundMsg *pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag);
     void release(InboundMsg *msg);
-    void deliver(RecvOp *op, InboundMsg &msg, bool in_callback);
-    RecvOp *start_recv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
-                       size_t cap);
-    void deliver_ipc(RecvOp *op, InboundMsg &msg);
-    void deliver_eager(RecvOp *op, InboundMsg &msg);
+    void *get_block();
+    void put_block(void *b);
     void send_done(SendOp *op, ucs_status_t status);
     void flush_acks();
     bool peer_local(uint32_t peer);
@@ -200,6 +216,9 @@ private:
     std::vector<Peer> peers_;
     std::unordered_map<uint32_t, std::unique_ptr<Context>> contexts_;
     Context *last_context_ = nullptr;
+    size_t pulled_ = 0; // messages in the contexts' queues, all contexts
+    OrderedQueue<RecvOp> in_ucx_; // receives posted to UCX
+    std::vector<void *> blocks_; // free landing blocks
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;
     std::vector<PendingAck> pending_acks_;

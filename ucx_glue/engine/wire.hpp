@@ -1,33 +1,28 @@
-// Wire formats of the engine's active messages. Every struct is trivially
-// copyable, fixed-size and checked with static_assert; a receiver validates
-// lengths and indices before it uses anything (the bytes come from another
-// process).
+// What the engine puts on the wire.
 //
-// AM_MSG header (32 bytes), followed by the payload (eager) or announcing it
-// (UCX rendezvous):
+// Point-to-point messages are UCX tagged messages; the MPI envelope lives in
+// the 64-bit UCX tag, so a host message is exactly the user's bytes and UCX
+// matches it (posted receives, unexpected queue, eager or rendezvous):
 //
-//   0          4          8          12         16
-//   +----------+----------+----------+----------+
-//   |   ctx    | src_rank |   tag    | src_peer |
-//   +----------+----------+----------+----------+
-//   |   seq    |  flags   |       sync_id       |
-//   +----------+----------+---------------------+
-//   16         20         24                    32
+//   63  62            44 43            24 23             0
+//   +--+----------------+----------------+----------------+
+//   |D | ctx (19 bits)  | src_rank (20)  | tag (24, signed)|
+//   +--+----------------+----------------+----------------+
 //
-//   ctx      communicator context id
-//   src_rank sender's rank in that communicator
-//   tag      MPI tag (negative: internal to Open MPI's collectives)
-//   src_peer sender's process index, range-checked by the receiver
-//   seq      per (sender, receiver) sequence number: restores send order
-//   sync_id  nonzero: the sender waits for AM_SYNC_ACK carrying it
+//   D        the payload is a DeviceDescriptor (CUDA IPC), not user bytes
+//   ctx      communicator context id       (< 2^19, checked by the caller)
+//   src_rank sender's rank in that context (< 2^20)
+//   tag      MPI tag; negative tags are Open MPI's internal ones. A receive
+//            for any tag matches only tags whose bit 23 is clear.
 //
-//   flags    kFlagSync: synchronous send; kFlagIpc: the payload is a CUDA IPC
-//            descriptor (cuda/ipc_blob.hpp) of the real payload, which the
-//            receiver copies from the mapping, then acknowledges with sync_id
+// A receive never masks D: device descriptors and host payloads of one
+// sender are matched in the one order UCX keeps per endpoint, which is MPI's
+// ordering rule.
 //
-// AM_SYNC_ACK header (8 bytes): the sync_id of the matched message (for an
-// IPC message: sent once the receiver's copy is done, so the sender may reuse
-// its buffer).
+// DeviceDescriptor (152 bytes): the sender's process index, the id the
+// receiver acknowledges once its copy is done (AM_SYNC_ACK, an active
+// message: acknowledgements need no ordering), and the IPC blob
+// (cuda/ipc_blob.hpp) naming the payload in the sender's GPU memory.
 #pragma once
 
 #include <cstddef>
@@ -35,35 +30,81 @@
 #include <cstring>
 #include <type_traits>
 
+#include "gpuwire/cuda/ipc_blob.hpp"
+
 namespace gpuwire::engine {
 
+constexpr unsigned kTagBits = 24;
+constexpr unsigned kRankBits = 20;
+constexpr unsigned kCtxBits = 19;
+constexpr uint64_t kDescBit = 1ull << 63;
+constexpr uint64_t kTagMask = (1ull << kTagBits) - 1;
+constexpr uint64_t kTagSignBit = 1ull << (kTagBits - 1);
+constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kTagBits;
+constexpr uint64_t kCtxMask = ((1ull << kCtxBits) - 1) << (kTagBits + kRankBits);
+constexpr uint32_t kMaxCtx = (1u << kCtxBits) - 1;
+constexpr int32_t kMaxRank = (1 << kRankBits) - 1;
+constexpr int32_t kMaxTag = (1 << (kTagBits - 1)) - 1;
+static_assert(kTagBits + kRankBits + kCtxBits == 63);
+
+constexpr uint64_t make_send_tag(uint32_t ctx, int32_t rank, int32_t tag)
+{
+    return (uint64_t(ctx) << (kTagBits + kRankBits)) |
+           (uint64_t(uint32_t(rank)) << kTagBits & kRankMask) | (uint64_t(uint32_t(tag)) & kTagMask);
+}
+
+// Tag and mask of a receive; source and tag may be -1 (any).
+constexpr void make_recv_tag(uint32_t ctx, int32_t source, int32_t tag, bool any_tag,
+                             uint64_t &out_tag, uint64_t &out_mask)
+{
+    out_tag = uint64_t(ctx) << (kTagBits + kRankBits);
+    out_mask = kCtxMask;
+    if (source >= 0) {
+        out_tag |= uint64_t(uint32_t(source)) << kTagBits & kRankMask;
+        out_mask |= kRankMask;
+    }
+    if (any_tag) {
+        out_mask |= kTagSignBit; // tag >= 0
+    } else {
+        out_tag |= uint64_t(uint32_t(tag)) & kTagMask;
+        out_mask |= kTagMask;
+    }
+}
+
+constexpr int32_t tag_of(uint64_t t)
+{
+    uint32_t v = uint32_t(t & kTagMask);
+    return (v & kTagSignBit) ? int32_t(v | ~uint32_t(kTagMask)) : int32_t(v);
+}
+constexpr int32_t rank_of(uint64_t t) { return int32_t((t & kRankMask) >> kTagBits); }
+constexpr uint32_t ctx_of(uint64_t t) { return uint32_t((t & kCtxMask) >> (kTagBits + kRankBits)); }
+
 enum AmId : unsigned {
-    AM_MSG = 1,
     AM_SYNC_ACK = 2,
 };
 
-constexpr uint32_t kFlagSync = 0x1;
-constexpr uint32_t kFlagIpc = 0x2;
-
-struct MsgHeader {
-    uint32_t ctx;
-    int32_t src_rank;
-    int32_t tag;
-    uint32_t src_peer;
-    uint32_t seq;
-    uint32_t flags;
-    uint64_t sync_id;
+struct DeviceDescriptor {
+    uint32_t src_peer; // range-checked by the receiver
+    uint32_t reserved; // must be 0
+    uint64_t ack_id;
+    cuda::IpcBlob blob;
 };
-static_assert(sizeof(MsgHeader) == 32);
-static_assert(std::is_trivially_copyable_v<MsgHeader>);
+static_assert(sizeof(DeviceDescriptor) == 152);
+static_assert(std::is_trivially_copyable_v<DeviceDescriptor>);
 
-// Reads a message header from untrusted bytes: exact size only. What the
-// fields mean is checked by the receiver against its own state (process
-// count, sequence numbers); nothing here trusts them.
-inline bool decode_msg_header(const void *bytes, size_t length, MsgHeader *out)
+// Reads a descriptor from untrusted bytes: exact size, reserved field zero,
+// a valid blob (decode_ipc_blob). The caller checks src_peer against its own
+// process count.
+inline bool decode_descriptor(const void *bytes, size_t length, DeviceDescriptor *out)
 {
-    if (bytes == nullptr || length != sizeof(MsgHeader)) return false;
-    std::memcpy(out, bytes, sizeof(MsgHeader));
+    if (bytes == nullptr || length != sizeof(DeviceDescriptor)) return false;
+    DeviceDescriptor d;
+    std::memcpy(&d, bytes, sizeof(d));
+    if (d.reserved != 0) return false;
+    if (!cuda::decode_ipc_blob(static_cast<const char *>(bytes) + offsetof(DeviceDescriptor, blob),
+                               sizeof(cuda::IpcBlob), &d.blob))
+        return false;
+    *out = d;
     return true;
 }
 

@@ -45,6 +45,13 @@ const char *gw_status_string(gw_status_t status);
 #define GW_ANY_SOURCE (-1) /* matches any sender rank */
 #define GW_ANY_TAG    (-1) /* matches any tag >= 0 (negative tags are internal) */
 
+/* Limits of the envelope (it travels in a 64-bit UCX tag): context ids up to
+ * GW_MAX_CONTEXT, ranks up to GW_MAX_RANK, tags from -(GW_MAX_TAG+1) to
+ * GW_MAX_TAG. */
+#define GW_MAX_CONTEXT 0x7ffff
+#define GW_MAX_RANK    0xfffff
+#define GW_MAX_TAG     0x7fffff
+
 /* Flags of gw_isend(). */
 #define GW_SEND_SYNC 0x1u /* complete only once the receiver has matched it */
 
@@ -181,7 +188,10 @@ void gw_context_release(gw_engine_t *engine, uint32_t ctx);
 /* Counters for statistics. */
 typedef struct {
     uint64_t sends, recvs, bytes_sent, bytes_received;
-    uint64_t eager_sends, rndv_recvs, unexpected, out_of_order, sync_acks;
+    /* host sends completed at once (eager) / through UCX rendezvous (of at
+     * least rndv_threshold bytes when set, else those UCX did not complete at
+     * once); messages taken out of UCX by probes; device-copy acknowledgements */
+    uint64_t eager_sends, rndv_sends, probe_pulls, sync_acks;
     uint64_t dropped_messages;
     uint64_t endpoints;
     uint64_t ipc_sends, staged_sends, ucx_device_sends, device_recvs;
