@@ -26,6 +26,10 @@
  *                                                               (includes the external <pmix.h>)
  *   modex scope                OPAL_PMIX_GLOBAL                 PMIX_GLOBAL
  *   job-wide fence             opal_pmix.fence()                PMIx_Fence()
+ *   fence carrying published   opal_pmix.commit() +             PMIx_Commit() + PMIx_Fence_nb
+ *   data (gw_compat_fence_     fence_nb(NULL, 1, ...)           with PMIX_COLLECT_DATA
+ *   collect), lookup without   OPAL_MODEX_RECV_VALUE_OPTIONAL   OPAL_MODEX_RECV_STRING_OPTIONAL
+ *   waiting                    (a malloc'ed opal_byte_object_t) (the bytes themselves)
  *   own name, process count    OMPI_PROC_MY_NAME,               the same names (orte_* in 4.1,
  *                              ompi_process_info.num_procs      opal_process_info in 5.0)
  *   progress registration,     opal_progress_register,          unchanged
@@ -34,6 +38,8 @@
  */
 #ifndef GPUWIRE_COMPAT_H
 #define GPUWIRE_COMPAT_H
+
+#include <stdlib.h>
 
 #include "ompi_config.h"
 #include "ompi/communicator/communicator.h"
@@ -55,6 +61,42 @@ static inline int gw_compat_fence(int (*progress)(void))
         return opal_pmix.fence(NULL, 0);
     }
     while (!done) progress();
+    return OMPI_SUCCESS;
+}
+/* Publishes size bytes under key for the other processes of the job; they
+ * see them after the next gw_compat_fence_collect(). */
+static inline int gw_compat_publish(const char *key, const void *data, size_t size)
+{
+    int rc;
+    OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, (char *)key, (void *)data, size);
+    return rc;
+}
+/* gw_compat_fence() that also carries what every process published to
+ * every process. */
+static inline int gw_compat_fence_collect(int (*progress)(void))
+{
+    volatile int done = 0;
+    if (OPAL_SUCCESS != opal_pmix.commit()) return OMPI_ERROR;
+    if (OPAL_SUCCESS != opal_pmix.fence_nb(NULL, 1, gw_compat_fence_done, (void *)&done)) {
+        return opal_pmix.fence(NULL, 1);
+    }
+    while (!done) progress();
+    return OMPI_SUCCESS;
+}
+/* What process vpid of this job published under key, looked up only in the
+ * data already here (never waits for a process that published nothing);
+ * *data is malloc'ed. */
+static inline int gw_compat_lookup(const char *key, uint32_t vpid, void **data, size_t *size)
+{
+    opal_process_name_t name = *OMPI_PROC_MY_NAME;
+    opal_byte_object_t *bo = NULL;
+    int rc;
+    name.vpid = vpid;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &name, &bo, OPAL_BYTE_OBJECT);
+    if (OPAL_SUCCESS != rc || NULL == bo) return OMPI_ERR_NOT_FOUND;
+    *data = bo->bytes;
+    *size = bo->size;
+    free(bo);
     return OMPI_SUCCESS;
 }
 static inline uint32_t gw_comm_cid(const ompi_communicator_t *comm) { return comm->c_contextid; }
@@ -79,6 +121,36 @@ static inline int gw_compat_fence(int (*progress)(void))
         return PMIx_Fence(NULL, 0, NULL, 0) == PMIX_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
     }
     while (!done) progress();
+    return OMPI_SUCCESS;
+}
+static inline int gw_compat_publish(const char *key, const void *data, size_t size)
+{
+    int rc;
+    OPAL_MODEX_SEND_STRING(rc, PMIX_GLOBAL, key, data, size);
+    return PMIX_SUCCESS == rc ? OMPI_SUCCESS : OMPI_ERROR;
+}
+static inline int gw_compat_fence_collect(int (*progress)(void))
+{
+    volatile int done = 0;
+    pmix_info_t info;
+    bool collect = true;
+    if (PMIX_SUCCESS != PMIx_Commit()) return OMPI_ERROR;
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    if (PMIX_SUCCESS != PMIx_Fence_nb(NULL, 0, &info, 1, gw_compat_fence_done, (void *)&done)) {
+        return PMIx_Fence(NULL, 0, &info, 1) == PMIX_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+    }
+    while (!done) progress();
+    return OMPI_SUCCESS;
+}
+static inline int gw_compat_lookup(const char *key, uint32_t vpid, void **data, size_t *size)
+{
+    opal_process_name_t name = *OMPI_PROC_MY_NAME;
+    uint8_t *bytes = NULL;
+    int rc;
+    name.vpid = vpid;
+    OPAL_MODEX_RECV_STRING_OPTIONAL(rc, key, &name, &bytes, size);
+    if (PMIX_SUCCESS != rc || NULL == bytes) return OMPI_ERR_NOT_FOUND;
+    *data = bytes;
     return OMPI_SUCCESS;
 }
 #define GW_MODEX_SCOPE_GLOBAL PMIX_GLOBAL

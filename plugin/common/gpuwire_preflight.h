@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "gpuwire_compat.h"
+#include "gpuwire_help.h"
 #include "gpuwire_pin.h"
 #include "gpuwire_version.h"
 #include "opal/util/output.h"
@@ -25,7 +26,7 @@ static inline int gw_component_preflight(const char *framework, const void *comp
     PMPI_Get_library_version(running, &len);
     if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
                            running, framework, why, sizeof(why)) != 0) {
-        opal_output(0, "%s", why);
+        gw_help(GW_HELP_OTHER_RELEASE, why);
         return -1;
     }
     if (gw_pin_self(component_symbol, why, sizeof(why)) != 0) {

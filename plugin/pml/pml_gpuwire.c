@@ -4,6 +4,8 @@
 
 #include "ompi/proc/proc.h"
 #include "opal/runtime/opal_progress.h"
+#include "gpuwire_help.h"
+#include "gpuwire_stats_exchange.h"
 #include "pml_gpuwire_datatype.h"
 #include "pml_gpuwire_request.h"
 
@@ -47,8 +49,7 @@ static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len
         size_t size = 0;
         OPAL_MODEX_RECV(rc, &mca_pml_gpuwire_component.pmlm_version, &name, &data, &size);
         if (OPAL_SUCCESS != rc || NULL == data) {
-            opal_output(0, "pml:gpuwire: process %u published no gpuwire address (is pml gpuwire "
-                           "selected on every rank?)", peer);
+            gw_help(GW_HELP_NO_PEER_ADDRESS, peer);
             return -1;
         }
         mca_pml_gpuwire.peer_addr[peer] = data;
@@ -99,7 +100,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));
     if (GW_OK != st) {
-        opal_output(0, "pml:gpuwire: declined: %s", why);
+        gw_help(GW_HELP_DECLINED, "pml", why);
         mca_pml_gpuwire.engine = NULL;
         return OMPI_ERROR;
     }
@@ -110,7 +111,10 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     gw_engine_address(mca_pml_gpuwire.engine, &addr, &len);
     OPAL_MODEX_SEND(rc, GW_MODEX_SCOPE_GLOBAL, &mca_pml_gpuwire_component.pmlm_version, addr, len);
     if (OPAL_SUCCESS != rc) {
-        opal_output(0, "pml:gpuwire: declined: the worker address could not be published (%d)", rc);
+        snprintf(why, sizeof(why), "the worker address could not be published to the other "
+                                   "processes (error %d); check that the job was started by "
+                                   "mpirun or a PMIx-enabled launcher", rc);
+        gw_help(GW_HELP_DECLINED, "pml", why);
         gw_engine_destroy(mca_pml_gpuwire.engine);
         mca_pml_gpuwire.engine = NULL;
         return OMPI_ERROR;
@@ -138,27 +142,86 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     return OMPI_SUCCESS;
 }
 
-static void print_stats(void)
+/* ------------------------------------------------------------------------
+ * Statistics (pml_gpuwire_stats): one table per job, printed by process 0
+ * at finalize from every process's counters.
+ * ------------------------------------------------------------------------ */
+
+enum {
+    ST_SENT, ST_SENT_BYTES, ST_RECVD, ST_RECVD_BYTES, ST_HOST, ST_IPC, ST_STAGED, ST_GDR,
+    ST_RNDV_OUT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
+    ST_NCOLS
+};
+
+static const char *const stats_columns[ST_NCOLS] = {
+    "sent", "sent B", "recvd", "recvd B", "host", "ipc", "staged", "gdr",
+    "rndv out", "dev in", "kind hit", "kind miss", "map hit", "map new", "map evict",
+};
+
+static const char stats_legend[] =
+    "sent, recvd: messages (B: bytes); sent by path: host (UCX, host memory), ipc (CUDA IPC, "
+    "NVLink where present), staged (GPU memory through host memory), gdr (UCX on GPU memory)\n"
+    "rndv out: host messages sent by rendezvous; dev in: received into GPU memory; kind: memory-kind "
+    "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)";
+
+/* Processes shown one per row; above this many, min and max rows instead. */
+#define PML_GW_STATS_MAX_ROWS 32
+
+static void stats_row(uint64_t row[ST_NCOLS])
 {
     gw_engine_stats_t s;
     gw_engine_stats(mca_pml_gpuwire.engine, &s);
-    opal_output(0,
-                "pml:gpuwire: process %u: sent %llu msgs / %llu B, received %llu msgs / %llu B, "
-                "rendezvous %llu, unexpected %llu, out of order %llu, sync acks %llu, "
-                "dropped %llu, endpoints %llu; device: ipc %llu, staged %llu, ucx %llu, "
-                "recvs %llu; memory kind cache host/device hits %llu/%llu, misses %llu; "
-                "IPC mappings hits %llu, opened %llu, evicted %llu",
-                mca_pml_gpuwire.my_peer, (unsigned long long)s.sends,
-                (unsigned long long)s.bytes_sent, (unsigned long long)s.recvs,
-                (unsigned long long)s.bytes_received, (unsigned long long)s.rndv_recvs,
-                (unsigned long long)s.unexpected, (unsigned long long)s.out_of_order,
-                (unsigned long long)s.sync_acks, (unsigned long long)s.dropped_messages,
-                (unsigned long long)s.endpoints, (unsigned long long)s.ipc_sends,
-                (unsigned long long)s.staged_sends, (unsigned long long)s.ucx_device_sends,
-                (unsigned long long)s.device_recvs, (unsigned long long)s.classifier_host_hits,
-                (unsigned long long)s.classifier_device_hits,
-                (unsigned long long)s.classifier_misses, (unsigned long long)s.ipc_map_hits,
-                (unsigned long long)s.ipc_map_misses, (unsigned long long)s.ipc_map_evictions);
+    uint64_t device_sends = s.ipc_sends + s.staged_sends + s.ucx_device_sends;
+    row[ST_SENT] = s.sends;
+    row[ST_SENT_BYTES] = s.bytes_sent;
+    row[ST_RECVD] = s.recvs;
+    row[ST_RECVD_BYTES] = s.bytes_received;
+    row[ST_HOST] = s.sends > device_sends ? s.sends - device_sends : 0;
+    row[ST_IPC] = s.ipc_sends;
+    row[ST_STAGED] = s.staged_sends;
+    row[ST_GDR] = s.ucx_device_sends;
+    row[ST_RNDV_OUT] = s.rndv_sends;
+    row[ST_DEV_IN] = s.device_recvs;
+    row[ST_KIND_HIT] = s.classifier_host_hits + s.classifier_device_hits;
+    row[ST_KIND_MISS] = s.classifier_misses;
+    row[ST_MAP_HIT] = s.ipc_map_hits;
+    row[ST_MAP_NEW] = s.ipc_map_misses;
+    row[ST_MAP_EVICT] = s.ipc_map_evictions;
+}
+
+/* Collective: every process's row to process 0, which prints the table. */
+static int stats_exchange(void)
+{
+    uint64_t row[ST_NCOLS];
+    char title[96];
+    stats_row(row);
+    snprintf(title, sizeof(title), "pml:gpuwire: statistics of %u processes at finalize",
+             mca_pml_gpuwire.npeers);
+    const gw_stats_exchange_t x = {
+        .key = "gpuwire.pml.stats",
+        .title = title,
+        .columns = stats_columns,
+        .ncols = ST_NCOLS,
+        .legend = stats_legend,
+        .max_rows = PML_GW_STATS_MAX_ROWS,
+        .progress = mca_pml_gpuwire_progress,
+    };
+    return gw_stats_exchange(&x, row);
+}
+
+/* This process's counters on one line (MPI_Pcontrol-style dumps). */
+static void print_own_stats(void)
+{
+    uint64_t row[ST_NCOLS];
+    char line[1024];
+    size_t used = 0;
+    stats_row(row);
+    used += (size_t)snprintf(line, sizeof(line), "pml:gpuwire: process %u:", mca_pml_gpuwire.my_peer);
+    for (int c = 0; c < ST_NCOLS && used < sizeof(line); ++c) {
+        used += (size_t)snprintf(line + used, sizeof(line) - used, " %s %llu%s", stats_columns[c],
+                                 (unsigned long long)row[c], c + 1 < ST_NCOLS ? "," : "");
+    }
+    opal_output(0, "%s", line);
 }
 
 void mca_pml_gpuwire_close_engine(void)
@@ -168,7 +231,6 @@ void mca_pml_gpuwire_close_engine(void)
         mca_pml_gpuwire.progress_registered = false;
     }
     if (mca_pml_gpuwire.engine) {
-        if (mca_pml_gpuwire_params.stats) print_stats();
         gw_engine_destroy(mca_pml_gpuwire.engine);
         mca_pml_gpuwire.engine = NULL;
         OBJ_DESTRUCT(&mca_pml_gpuwire.requests);
@@ -193,11 +255,30 @@ static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
     /* Every endpoint is closed (flushed) before any process tears its worker
      * down: close, then wait for everybody. */
     gw_engine_disconnect(mca_pml_gpuwire.engine);
+    static bool stats_done = false;
+    if (mca_pml_gpuwire_params.stats && !stats_done) {
+        /* This fence also carries every process's counters to process 0. */
+        stats_done = true;
+        return stats_exchange();
+    }
     return gw_compat_fence(mca_pml_gpuwire_progress);
 }
 
 static int pml_enable(bool enable) { return OMPI_SUCCESS; }
-static int pml_add_comm(struct ompi_communicator_t *comm) { return OMPI_SUCCESS; }
+static int pml_add_comm(struct ompi_communicator_t *comm)
+{
+    /* The envelope travels in a UCX tag: context id and rank have fixed widths. */
+    if (OPAL_UNLIKELY(gw_comm_cid(comm) > GW_MAX_CONTEXT ||
+                      ompi_comm_size(comm) > GW_MAX_RANK + 1 ||
+                      ompi_comm_remote_size(comm) > GW_MAX_RANK + 1)) {
+        opal_output(0, "pml:gpuwire: communicator id %u or size %d is beyond gpuwire's limits "
+                       "(ids up to %u, %u processes); use fewer communicators or another pml",
+                    (unsigned)gw_comm_cid(comm), ompi_comm_size(comm), (unsigned)GW_MAX_CONTEXT,
+                    (unsigned)GW_MAX_RANK + 1);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    return OMPI_SUCCESS;
+}
 
 static int pml_del_comm(struct ompi_communicator_t *comm)
 {
@@ -464,7 +545,7 @@ static int pml_mrecv(void *buf, size_t count, ompi_datatype_t *dtype, ompi_messa
 
 static int pml_dump(ompi_communicator_t *comm, int verbose)
 {
-    print_stats();
+    print_own_stats();
     return OMPI_SUCCESS;
 }
 
@@ -491,7 +572,7 @@ mca_pml_gpuwire_module_t mca_pml_gpuwire = {
         .pml_mrecv = pml_mrecv,
         .pml_dump = pml_dump,
         .pml_max_contextid = 0x7fffffff,
-        .pml_max_tag = 0x7fffffff,
+        .pml_max_tag = GW_MAX_TAG,
         .pml_flags = 0,
     },
     .engine = NULL,

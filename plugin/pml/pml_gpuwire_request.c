@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include "gpuwire_help.h"
 #include "ompi/mca/pml/base/pml_base_bsend.h"
 #include "ompi/proc/proc.h"
 #include "pml_gpuwire_datatype.h"
@@ -34,9 +35,7 @@ int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
     if (OPAL_UNLIKELY(NULL == proc)) return MPI_ERR_RANK;
     if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
                       proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers)) {
-        opal_output(0, "pml:gpuwire: rank %d of communicator %s belongs to another job; "
-                       "processes from MPI_Comm_spawn/connect are not supported by pml gpuwire",
-                    rank, comm->c_name);
+        gw_help(GW_HELP_OTHER_JOB, rank, comm->c_name);
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     *peer = proc->super.proc_name.vpid;
@@ -108,9 +107,7 @@ static bool pml_gw_noncontig_on_gpu(mca_pml_gpuwire_request_t *req)
 {
     const char *first = (const char *)req->buf + req->dtype->super.true_lb;
     if (!gw_engine_is_device_memory(mca_pml_gpuwire.engine, first, 1)) return false;
-    opal_output(0, "pml:gpuwire: a non-contiguous datatype on GPU memory is not supported yet "
-                   "(rank %d of %s); use a contiguous buffer", ompi_comm_rank(req->comm),
-                req->comm->c_name);
+    gw_help(GW_HELP_NONCONTIG_DEVICE, ompi_comm_rank(req->comm), req->comm->c_name);
     return true;
 }
 

@@ -1,0 +1,49 @@
+/*
+ * The messages gpuwire's components print through Open MPI's help mechanism,
+ * each as GW_HELP_<NAME>: the topic in plugin/help-gpuwire.txt and the same
+ * text compiled in, printed when the help file cannot be found. Every message
+ * is one line: the cause, then the fix. The test tools_help_file checks that
+ * the help file holds exactly these topics with exactly this text.
+ *
+ * Use: gw_help(GW_HELP_DECLINED, "pml", why);  (gpuwire_help.h)
+ */
+#ifndef GPUWIRE_HELP_TOPICS_H
+#define GPUWIRE_HELP_TOPICS_H
+
+/* A component's register function: built for another Open MPI release.
+ * The argument is gw_version_compare()'s line (names both releases and the fix). */
+#define GW_HELP_OTHER_RELEASE "other-release", "%s"
+
+/* pml/gpuwire cannot start (UCX missing or unusable, ...): framework, cause. */
+#define GW_HELP_DECLINED "declined", "%s:gpuwire: declined: %s"
+
+/* A component parameter out of range: "pml:gpuwire" or "coll:gpuwire", the
+ * line of gw_param_describe() (names parameter, value, range and fix). */
+#define GW_HELP_BAD_PARAMETER "bad-parameter", "%s: declined: %s"
+
+/* A peer's worker address is missing from the runtime's exchange. */
+#define GW_HELP_NO_PEER_ADDRESS                                                                   \
+    "no-peer-address",                                                                            \
+        "pml:gpuwire: process %u published no gpuwire address; select pml gpuwire in every "     \
+        "process of the job (--mca pml gpuwire, or OMPI_MCA_pml=gpuwire in every process's "     \
+        "environment)"
+
+/* A communicator reaches processes of another job (spawn/connect): rank, communicator. */
+#define GW_HELP_OTHER_JOB                                                                         \
+    "other-job",                                                                                  \
+        "pml:gpuwire: rank %d of communicator %s belongs to another job; pml gpuwire does not "  \
+        "support processes from MPI_Comm_spawn/MPI_Comm_connect: run such jobs with --mca pml ucx"
+
+/* A non-contiguous datatype on GPU memory: rank, communicator. */
+#define GW_HELP_NONCONTIG_DEVICE                                                                  \
+    "noncontig-device",                                                                           \
+        "pml:gpuwire: a non-contiguous datatype on GPU memory is not supported yet (rank %d of "  \
+        "%s); send from a contiguous buffer, or pack the data into one on the GPU first"
+
+/* MPI_Finalize while non-blocking collectives on device buffers are pending. */
+#define GW_HELP_COLL_PENDING                                                                      \
+    "coll-pending",                                                                               \
+        "coll:gpuwire: non-blocking collectives on device buffers were still pending at "         \
+        "finalize; complete every request (MPI_Wait/MPI_Test) before MPI_Finalize"
+
+#endif
