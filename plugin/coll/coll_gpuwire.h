@@ -22,6 +22,13 @@
 #include "ompi/mca/coll/coll.h"
 #include "ompi/request/request.h"
 
+/* coll_gpuwire_reduce_algorithm: how reductions on device buffers run. */
+enum {
+    GW_REDUCE_ALGO_AUTO,   /* device where the pml carries device memory, else staged */
+    GW_REDUCE_ALGO_STAGED, /* always staged through host memory */
+    GW_REDUCE_ALGO_DEVICE, /* device whatever the pml (one that is CUDA-aware) */
+};
+
 /* Parameters and process-wide state of the component. */
 typedef struct {
     int priority;
@@ -29,6 +36,9 @@ typedef struct {
     bool device;          /* accept device buffers when a GPU is present */
     bool device_sync;     /* wait for the legacy default stream before reading device data */
     size_t staging_bytes; /* pinned host staging kept for reuse (bytes) */
+    int reduce_algorithm; /* GW_REDUCE_ALGO_* */
+    size_t reduce_segment_bytes; /* bytes per message of the device reductions */
+    bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;
@@ -37,6 +47,7 @@ typedef struct {
     unsigned long long passthrough_calls;
     unsigned long long staged_calls;
     unsigned long long staged_bytes;
+    unsigned long long device_calls;
 } mca_coll_gpuwire_globals_t;
 
 typedef struct {

@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "coll_gpuwire_device.h"
+#include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
+#include "ompi/mca/pml/base/base.h"
+#include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -25,6 +28,8 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .device = true,
     .device_sync = true,
     .staging_bytes = (size_t)256 << 20,
+    .reduce_algorithm = GW_REDUCE_ALGO_AUTO,
+    .reduce_segment_bytes = (size_t)4 << 20,
     .output = -1,
 };
 
@@ -66,7 +71,7 @@ static int component_register(void)
         c, "priority",
         "Selection priority of coll gpuwire: the module with the highest priority provides "
         "each collective, and gpuwire passes host buffers on to the one below it (tuned 30, "
-        "self 75); a negative value disables it",
+        "self 75); -1 disables it",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.priority);
     (void)mca_base_component_var_register(
@@ -95,6 +100,35 @@ static int component_register(void)
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.staging_bytes);
 
+    static const mca_base_var_enum_value_t algorithms[] = {
+        {GW_REDUCE_ALGO_AUTO, "auto"},
+        {GW_REDUCE_ALGO_STAGED, "staged"},
+        {GW_REDUCE_ALGO_DEVICE, "device"},
+        {0, NULL},
+    };
+    mca_base_var_enum_t *algorithm_enum = NULL;
+    if (OPAL_SUCCESS ==
+        mca_base_var_enum_create("coll_gpuwire_reduce_algorithms", algorithms, &algorithm_enum)) {
+        (void)mca_base_component_var_register(
+            c, "reduce_algorithm",
+            "How blocking Allreduce, Reduce, Reduce_scatter(_block), Scan and Exscan run on "
+            "device buffers: auto (on the GPU, over point-to-point, when the pml moves device "
+            "buffers, i.e. pml gpuwire; staged otherwise), staged (copied to host memory and "
+            "reduced there), device (on the GPU whatever the pml, for another CUDA-aware pml). "
+            "User-defined ops, derived datatypes, types without a kernel (long double, complex) "
+            "and non-blocking forms are always staged. On the GPU, every rank of a call must "
+            "pass device buffers",
+            MCA_BASE_VAR_TYPE_INT, algorithm_enum, 0, 0, OPAL_INFO_LVL_4,
+            MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpuwire.reduce_algorithm);
+        OBJ_RELEASE(algorithm_enum);
+    }
+    (void)mca_base_component_var_register(
+        c, "reduce_segment_bytes",
+        "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
+        "the next arrives (smaller: more overlap, more messages)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.reduce_segment_bytes);
+
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",
                      &mca_coll_gpuwire.passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
@@ -103,6 +137,9 @@ static int component_register(void)
                      &mca_coll_gpuwire.staged_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("staged_bytes", "Bytes of host staging used by staged collectives",
                      &mca_coll_gpuwire.staged_bytes, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("device_calls",
+                     "Reductions on device buffers run on the GPU (coll_gpuwire_reduce_algorithm)",
+                     &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("gpus",
                      "GPUs whose buffers coll gpuwire handles; 0: no GPU (or coll_gpuwire_device "
                      "0), every collective passes through",
@@ -112,6 +149,22 @@ static int component_register(void)
 
 static int component_open(void)
 {
+    /* Named after the component: the test build loads as coll gpuwirefake. */
+#define GW_COLL_PARAM(name) "coll_" GW_COLL_COMPONENT_NAME "_" name
+    const gw_param_range_t ranges[] = {
+        {GW_COLL_PARAM("priority"), GW_PARAM_INT, &mca_coll_gpuwire.priority, -1, 1000,
+         "-1 disables the component"},
+        {GW_COLL_PARAM("verbose"), GW_PARAM_INT, &mca_coll_gpuwire.verbose, 0, 100, NULL},
+        {GW_COLL_PARAM("staging_bytes"), GW_PARAM_SIZE, &mca_coll_gpuwire.staging_bytes, 0,
+         GW_PARAM_MAX_MESSAGE, NULL},
+        {GW_COLL_PARAM("reduce_segment_bytes"), GW_PARAM_SIZE,
+         &mca_coll_gpuwire.reduce_segment_bytes, 1, (int64_t)1 << 30, NULL},
+    };
+#undef GW_COLL_PARAM
+    if (gw_params_check("coll:" GW_COLL_COMPONENT_NAME, ranges,
+                        sizeof(ranges) / sizeof(ranges[0])) != 0) {
+        return OMPI_ERR_BAD_PARAM;
+    }
     mca_coll_gpuwire.output = opal_output_open(NULL);
     opal_output_set_verbosity(mca_coll_gpuwire.output, mca_coll_gpuwire.verbose);
     return OMPI_SUCCESS;
@@ -152,6 +205,16 @@ static int component_init_query(bool enable_progress_threads, bool enable_mpi_th
     gw_coll_device_stats(&s);
     mca_coll_gpuwire.gpus = (unsigned long long)gpus;
     mca_coll_gpuwire.device_ready = true;
+    /* The pml is selected before coll: does it move device buffers? */
+    const char *pml = mca_pml_base_selected_component.pmlm_version.mca_component_name;
+    mca_coll_gpuwire.device_p2p = 0 == strcmp(pml, "gpuwire");
+    COLL_GPUWIRE_VERBOSE(1, "reductions on device buffers: %s (pml %s)",
+                         GW_REDUCE_ALGO_STAGED == mca_coll_gpuwire.reduce_algorithm ? "staged"
+                         : GW_REDUCE_ALGO_DEVICE == mca_coll_gpuwire.reduce_algorithm ||
+                                 mca_coll_gpuwire.device_p2p
+                             ? "on the GPU where a kernel applies, staged otherwise"
+                             : "staged (the pml does not move device buffers)",
+                         pml);
     COLL_GPUWIRE_VERBOSE(1, "device buffers: %d GPU(s), staged through host memory (%zu bytes "
                             "pinned at most); host memory kinds %s",
                          gpus, mca_coll_gpuwire.staging_bytes,

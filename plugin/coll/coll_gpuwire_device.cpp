@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "gpuwire/cuda/copy.hpp"
+#include "gpuwire/cuda/device_buffer.hpp"
 #include "gpuwire/cuda/driver.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
 #include "gpuwire/cuda/pinned_pool.hpp"
+#include "gpuwire/cuda/reduce.h"
 #include "gpuwire/cuda/stream.hpp"
 
 namespace cu = gpuwire::cuda;
@@ -129,6 +131,51 @@ class StagingCache {
     size_t plain_ = 0;
 };
 
+// Device scratch of the GPU collectives: per GPU, at most one idle buffer is
+// kept (the largest asked for so far); a request it cannot serve, or one
+// made while it is lent (another thread), gets a buffer of its own, which
+// replaces the idle one when given back if it is larger. cudaFree
+// synchronises the device, so buffers are kept rather than freed per call.
+// Not synchronised: the owner's lock serialises get and put.
+class ScratchCache {
+  public:
+    int get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
+    {
+        if (gpu < 0) return fail(why, why_len, "device scratch: no GPU given");
+        if (static_cast<size_t>(gpu) >= idle_.size()) idle_.resize(gpu + 1);
+        std::unique_ptr<cu::DeviceBuffer> &idle = idle_[gpu];
+        std::unique_ptr<cu::DeviceBuffer> b;
+        if (idle && idle->size() >= len) {
+            b = std::move(idle);
+        } else {
+            size_t want = 1 << 20;
+            while (want < len && want < (SIZE_MAX >> 1)) want <<= 1;
+            if (want < len) want = len;
+            auto r = cu::DeviceBuffer::allocate(gpu, want);
+            if (!r) return fail_status(why, why_len, "device scratch (cudaMalloc)", r.status());
+            b = std::make_unique<cu::DeviceBuffer>(std::move(*r));
+        }
+        *out = gw_coll_dev_buf_t{b->data(), len, b.get()};
+        b.release();
+        return 0;
+    }
+
+    void put(gw_coll_dev_buf_t *buf)
+    {
+        std::unique_ptr<cu::DeviceBuffer> b(static_cast<cu::DeviceBuffer *>(buf->owner));
+        *buf = gw_coll_dev_buf_t{nullptr, 0, nullptr};
+        if (!b) return;
+        const int gpu = b->device();
+        if (static_cast<size_t>(gpu) >= idle_.size()) idle_.resize(gpu + 1);
+        std::unique_ptr<cu::DeviceBuffer> &idle = idle_[gpu];
+        if (!idle || idle->size() < b->size()) idle = std::move(b);
+        // Otherwise b is freed here.
+    }
+
+  private:
+    std::vector<std::unique_ptr<cu::DeviceBuffer>> idle_;
+};
+
 // The classifier an unmap must reach; null until it exists. The UCM handler
 // is installed before the classifier, because whether it could be installed
 // decides the classifier's configuration.
@@ -158,6 +205,7 @@ struct DeviceState {
     std::mutex mu; // streams and staging
     cu::StreamPool streams;
     StagingCache staging;
+    ScratchCache scratch;
 };
 
 std::unique_ptr<DeviceState> g_state;
@@ -281,6 +329,38 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
         if (!s) return fail_status(why, why_len, "copy", s);
     }
     *done = false;
+    return 0;
+}
+
+int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    return g_state->scratch.get(len, gpu, out, why, why_len);
+}
+
+void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
+{
+    if (!buf->owner) return;
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    g_state->scratch.put(buf);
+}
+
+bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
+
+int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
+                         int gpu, uint64_t *ticket, char *why, size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    cu::TrackedStream *ts = nullptr;
+    if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    {
+        cu::DeviceGuard guard(gpu);
+        if (!guard.status()) return fail_status(why, why_len, "reduction", guard.status());
+        if (gw_dev_reduce3(op, type, a, b, out, count, ts->handle(), why, why_len) != 0) return -1;
+    }
+    auto t = ts->mark();
+    if (!t) return fail_status(why, why_len, "reduction completion", t.status());
+    *ticket = *t;
     return 0;
 }
 

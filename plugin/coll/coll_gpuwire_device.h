@@ -81,6 +81,22 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
 
 void gw_coll_device_stats(gw_coll_device_stats_t *out);
 
+typedef struct {
+    void *ptr;
+    size_t len;
+    void *owner; /* the buffer lent; NULL when nothing is held */
+} gw_coll_dev_buf_t;
+
+int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len);
+void gw_coll_scratch_put(gw_coll_dev_buf_t *buf);
+
+/* Whether the device can reduce op on type (ids of gpuwire/cuda/reduce.h). */
+bool gw_coll_reduce_supported(int op, int type);
+/* Enqueues out[i] = a[i] op b[i], i < count, on gpu's stream and returns the
+ * ticket that reaches it. out may equal a or b. */
+int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
+                         int gpu, uint64_t *ticket, char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -116,5 +116,7 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
 /* The staged algorithm (coll_gpuwire_staged.c). */
 extern const gw_coll_algorithm_t gw_coll_staged;
+/* Reductions kept on the GPU (coll_gpuwire_devreduce.c). */
+extern const gw_coll_algorithm_t gw_coll_devreduce;
 
 #endif

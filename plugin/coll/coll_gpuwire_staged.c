@@ -19,6 +19,7 @@
 
 #include "coll_gpuwire_device.h"
 #include "coll_gpuwire_dispatch.h"
+#include "gpuwire_help.h"
 #include "opal/runtime/opal_progress.h"
 
 typedef struct {
@@ -282,8 +283,7 @@ void mca_coll_gpuwire_requests_fini(void)
     if (!requests.initialized) return;
     if (requests.progress_registered) opal_progress_unregister(requests_progress);
     if (NULL != requests.pending) {
-        opal_output(0, "coll:gpuwire: non-blocking collectives on device buffers were still "
-                       "pending at finalize");
+        gw_help(GW_HELP_COLL_PENDING);
     }
     OBJ_DESTRUCT(&requests.lock);
     requests.initialized = false;

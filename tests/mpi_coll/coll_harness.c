@@ -1,9 +1,11 @@
+#define _GNU_SOURCE
 #include "coll_harness.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #ifdef GW_COLL_DEVICE
 #include <cuda_runtime_api.h>
@@ -130,7 +132,7 @@ int64_t fval(unsigned s, int r, long flat)
  * Buffers
  * ------------------------------------------------------------------------ */
 
-static void *mem_alloc(size_t bytes, enum mem_kind kind)
+void *mem_alloc(size_t bytes, enum mem_kind kind)
 {
     void *p = NULL;
     switch (kind) {
@@ -139,6 +141,17 @@ static void *mem_alloc(size_t bytes, enum mem_kind kind)
         p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) p = NULL;
         break;
+    case MEM_FAKEDEV_RW: {
+        int fd = memfd_create("gwfake-device", 0);
+        if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
+            if (fd >= 0) close(fd);
+            break;
+        }
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) p = NULL;
+        break;
+    }
 #ifdef GW_COLL_DEVICE
     case MEM_DEVICE:
         if (cudaMalloc(&p, bytes) != cudaSuccess) p = NULL;
@@ -156,9 +169,9 @@ static void *mem_alloc(size_t bytes, enum mem_kind kind)
     return p;
 }
 
-static void mem_free(void *p, size_t bytes, enum mem_kind kind)
+void mem_free(void *p, size_t bytes, enum mem_kind kind)
 {
-    if (kind == MEM_FAKEDEV) {
+    if (kind == MEM_FAKEDEV || kind == MEM_FAKEDEV_RW) {
         munmap(p, bytes);
         return;
     }
@@ -171,12 +184,16 @@ static void mem_free(void *p, size_t bytes, enum mem_kind kind)
     free(p);
 }
 
-static void mem_copy(void *dst, const void *src, size_t bytes, void *fake, enum mem_kind kind)
+void mem_copy(void *dst, const void *src, size_t bytes, void *fake, enum mem_kind kind)
 {
     if (kind == MEM_FAKEDEV) {
         mprotect(fake, bytes, PROT_READ | PROT_WRITE);
         memcpy(dst, src, bytes);
         mprotect(fake, bytes, PROT_NONE);
+        return;
+    }
+    if (kind == MEM_FAKEDEV_RW || kind == MEM_HOST) {
+        memcpy(dst, src, bytes);
         return;
     }
 #ifdef GW_COLL_DEVICE
@@ -364,12 +381,14 @@ void harness_init(int *argc, char ***argv)
         mem_recv = MEM_HOST;
     } else if (strcmp(mode, "fakedev") == 0) {
         mem_send = mem_recv = MEM_FAKEDEV;
+    } else if (strcmp(mode, "fakedevrw") == 0) {
+        mem_send = mem_recv = MEM_FAKEDEV_RW;
     } else if (strcmp(mode, "fakemixed") == 0) {
         mem_send = MEM_FAKEDEV;
         mem_recv = MEM_HOST;
     } else {
         mt_fail(__FILE__, __LINE__,
-                "unknown mode %s (host, device, managed, mixed, fakedev, fakemixed)", mode);
+                "unknown mode %s (host, device, managed, mixed, fakedev, fakedevrw, fakemixed)", mode);
     }
     const bool cuda_mode = mem_send == MEM_DEVICE || mem_send == MEM_MANAGED ||
                            mem_recv == MEM_DEVICE || mem_recv == MEM_MANAGED;

@@ -49,8 +49,10 @@ extern int ntops;
 
 /* Where buffers live. MEM_FAKEDEV: pages the CPU cannot touch (PROT_NONE),
  * the GPU memory of the simulated device of coll "gpuwirefake"
- * (fake_device.c). */
-enum mem_kind { MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_FAKEDEV };
+ * (fake_device.c). MEM_FAKEDEV_RW: the simulated device's memory that the
+ * CPU, and so the pml, may touch (a memfd named "gwfake-device"): the
+ * device algorithms run on it. */
+enum mem_kind { MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_FAKEDEV, MEM_FAKEDEV_RW };
 extern enum mem_kind mem_send, mem_recv; /* set by the run mode */
 extern const char *mode_name;
 
@@ -68,6 +70,12 @@ void harness_init(int *argc, char ***argv);  /* mt_init + types, ops, memory mod
 void harness_fini(void);
 /* Returns a skip reason when the mode cannot run here (no GPU), else NULL. */
 const char *harness_skip_reason(void);
+
+/* Raw memory of a kind; copies with cudaMemcpy, memcpy, or through the
+ * fake device's protection as the kind needs. */
+void *mem_alloc(size_t bytes, enum mem_kind kind);
+void mem_free(void *p, size_t bytes, enum mem_kind kind);
+void mem_copy(void *dst, const void *src, size_t bytes, void *fake, enum mem_kind kind);
 
 void tbuf_alloc(tbuf_t *b, enum ttype_id t, long nelem, enum mem_kind kind);
 void tbuf_free(tbuf_t *b);

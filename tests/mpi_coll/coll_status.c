@@ -4,12 +4,15 @@
  *   coll_gpuwire_gpus              GPUs it handles (0: no GPU)
  *   coll_gpuwire_passthrough_calls collectives handed on unchanged
  *   coll_gpuwire_staged_calls      collectives staged through host memory
+ *   coll_gpuwire_device_calls      reductions run on the GPU
  *
  * Every provided collective on host buffers must pass through, exactly once
  * each, and none may be staged. Built with CUDA (GW_COLL_DEVICE), the
  * component's GPU count must equal what the CUDA runtime sees (0 here means
  * "no GPU" agreed on both sides), and where there are GPUs the same calls on
- * device buffers must be staged, exactly once each.
+ * device buffers must be staged or, for the five blocking reductions (int
+ * sum: a kernel applies, pml gpuwire carries device buffers), run on the
+ * GPU, exactly once each.
  *
  *   coll_status [nogpu]     nogpu: the component must report 0 GPUs
  */
@@ -45,7 +48,7 @@ static unsigned long long read_pvar(MPI_T_pvar_handle h)
     return v;
 }
 
-enum { NCALLS = 14 };
+enum { NCALLS = 14, NREDUCTIONS = 5 };
 
 /* Fourteen provided collectives, every one counted once. */
 static void run_collectives(int *a, int *b, int n, MPI_Comm comm)
@@ -88,6 +91,7 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle gpus_h = pvar("coll_gpuwire_gpus", MPI_T_PVAR_CLASS_SIZE);
     MPI_T_pvar_handle pass_h = pvar("coll_gpuwire_passthrough_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle staged_h = pvar("coll_gpuwire_staged_calls", MPI_T_PVAR_CLASS_COUNTER);
+    MPI_T_pvar_handle device_h = pvar("coll_gpuwire_device_calls", MPI_T_PVAR_CLASS_COUNTER);
 
     const unsigned long long gpus = read_pvar(gpus_h);
     if (expect_no_gpu) MT_CHECK_EQ(gpus, 0);
@@ -100,11 +104,12 @@ int main(int argc, char **argv)
 
     const int n = mt_size;
     int *a = calloc(4 * n, sizeof(int)), *b = calloc(4 * n, sizeof(int));
-    unsigned long long p0 = read_pvar(pass_h), s0 = read_pvar(staged_h);
+    unsigned long long p0 = read_pvar(pass_h), s0 = read_pvar(staged_h), d0 = read_pvar(device_h);
     run_collectives(a, b, n, MPI_COMM_WORLD);
-    unsigned long long p1 = read_pvar(pass_h), s1 = read_pvar(staged_h);
+    unsigned long long p1 = read_pvar(pass_h), s1 = read_pvar(staged_h), d1 = read_pvar(device_h);
     MT_CHECK_EQ(p1 - p0, NCALLS);
     MT_CHECK_EQ(s1 - s0, 0);
+    MT_CHECK_EQ(d1 - d0, 0);
 
 #ifdef GW_COLL_DEVICE
     if (gpus > 0) {
@@ -117,10 +122,13 @@ int main(int argc, char **argv)
             cudaMemset(da, 0, 4 * n * sizeof(int));
             p0 = read_pvar(pass_h);
             s0 = read_pvar(staged_h);
+            d0 = read_pvar(device_h);
             run_collectives(da, db, n, MPI_COMM_WORLD);
             p1 = read_pvar(pass_h);
             s1 = read_pvar(staged_h);
-            MT_CHECK_EQ(s1 - s0, NCALLS);
+            d1 = read_pvar(device_h);
+            MT_CHECK_EQ(s1 - s0, NCALLS - NREDUCTIONS);
+            MT_CHECK_EQ(d1 - d0, NREDUCTIONS);
             MT_CHECK_EQ(p1 - p0, 0);
             cudaFree(da);
             cudaFree(db);
@@ -136,6 +144,7 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle_free(session, &gpus_h);
     MPI_T_pvar_handle_free(session, &pass_h);
     MPI_T_pvar_handle_free(session, &staged_h);
+    MPI_T_pvar_handle_free(session, &device_h);
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
     return mt_finish();

@@ -10,6 +10,15 @@
  * completes, which copy_done grants only after several polls, so reading
  * staging before waiting, or completing a request before its copy back, shows
  * up as wrong data.
+ *
+ * A second kind of "device memory" lets the device algorithms (reductions
+ * over point-to-point, coll_gpuwire_devreduce.c) run here: a shared mapping
+ * of a memfd named "gwfake-device" (see the harness's MEM_FAKEDEV_RW). The
+ * CPU may touch it, so the pml carries it like host memory, but the
+ * component classifies it as device memory and reduces it only through
+ * reduce_start, whose "kernels" are queued with the copies and run late,
+ * exactly like them: an algorithm that sends a result before waiting for its
+ * ticket sends stale bytes.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -19,12 +28,17 @@
 #include <unistd.h>
 
 #include "coll_gpuwire_device.h"
+#include "gpuwire/cuda/reduce.h"
 
 typedef struct {
     void *dst;
     const void *src;
     size_t len;
     uint64_t ticket;
+    /* A reduction when reduce is set: dst = src op src2, len elements. */
+    bool reduce;
+    int op, type;
+    const void *src2;
 } pending_copy_t;
 
 static pending_copy_t *queue;
@@ -38,26 +52,35 @@ static int fail(char *why, size_t why_len, const char *msg)
     return -1;
 }
 
-/* Whether [p, p + 1) lies in a PROT_NONE mapping of this process. */
-static bool inaccessible(const void *p)
+enum fake_kind { FAKE_HOST, FAKE_DEVICE_NONE, FAKE_DEVICE_RW };
+
+/* What the mapping holding p is: PROT_NONE (device memory the CPU cannot
+ * touch), the "gwfake-device" memfd (device memory the CPU may touch), or
+ * host memory. */
+static enum fake_kind kind_of(const void *p)
 {
     FILE *f = fopen("/proc/self/maps", "r");
-    if (!f) return false;
+    if (!f) return FAKE_HOST;
     char line[512];
-    bool found = false;
+    enum fake_kind k = FAKE_HOST;
     uintptr_t a = (uintptr_t)p;
-    while (!found && fgets(line, sizeof(line), f)) {
+    while (fgets(line, sizeof(line), f)) {
         unsigned long lo, hi;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && a >= lo && a < hi) {
-            found = true;
-            fclose(f);
-            return perms[0] == '-' && perms[1] == '-' && perms[2] == '-';
+            if (perms[0] == '-' && perms[1] == '-' && perms[2] == '-') {
+                k = FAKE_DEVICE_NONE;
+            } else if (strstr(line, "memfd:gwfake-device")) {
+                k = FAKE_DEVICE_RW;
+            }
+            break;
         }
     }
     fclose(f);
-    return false;
+    return k;
 }
+
+static bool inaccessible(const void *p) { return kind_of(p) == FAKE_DEVICE_NONE; }
 
 static void protect(const void *p, size_t len, int prot)
 {
@@ -70,9 +93,30 @@ static void protect(const void *p, size_t len, int prot)
     }
 }
 
+static void do_reduce(const pending_copy_t *c)
+{
+    const size_t bytes = c->len * gw_reduce_type_size(c->type);
+    bool d = inaccessible(c->dst), a = inaccessible(c->src), b = inaccessible(c->src2);
+    if (d) protect(c->dst, bytes, PROT_READ | PROT_WRITE);
+    if (a) protect(c->src, bytes, PROT_READ | PROT_WRITE);
+    if (b) protect(c->src2, bytes, PROT_READ | PROT_WRITE);
+    char why[200];
+    if (gw_host_reduce3(c->op, c->type, c->src, c->src2, c->dst, c->len, why, sizeof(why)) != 0) {
+        fprintf(stderr, "fake device: %s\n", why);
+        abort();
+    }
+    if (d) protect(c->dst, bytes, PROT_NONE);
+    if (a) protect(c->src, bytes, PROT_NONE);
+    if (b) protect(c->src2, bytes, PROT_NONE);
+}
+
 static void do_copy(const pending_copy_t *c)
 {
     if (c->len == 0) return;
+    if (c->reduce) {
+        do_reduce(c);
+        return;
+    }
     bool dst_dev = inaccessible(c->dst), src_dev = inaccessible(c->src);
     if (dst_dev) protect(c->dst, c->len, PROT_READ | PROT_WRITE);
     if (src_dev) protect(c->src, c->len, PROT_READ | PROT_WRITE);
@@ -110,7 +154,7 @@ int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, cha
                             size_t why_len)
 {
     if (!open_) return fail(why, why_len, "fake device: not open");
-    out->on_gpu = ptr != NULL && inaccessible(ptr);
+    out->on_gpu = ptr != NULL && kind_of(ptr) != FAKE_HOST;
     out->gpu = out->on_gpu ? 0 : -1;
     return 0;
 }
@@ -136,17 +180,56 @@ void gw_coll_staging_put(gw_coll_host_buf_t *buf)
 
 int gw_coll_device_wait_user(int gpu, char *why, size_t why_len) { return 0; }
 
+static uint64_t enqueue(pending_copy_t c)
+{
+    if (queued == queue_cap) {
+        queue_cap = queue_cap ? 2 * queue_cap : 16;
+        queue = realloc(queue, queue_cap * sizeof(*queue));
+        if (!queue) abort();
+    }
+    c.ticket = ++issued;
+    queue[queued++] = c;
+    return issued;
+}
+
 int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len)
 {
     if (gpu != 0) return fail(why, why_len, "fake device: no such GPU");
-    if (queued == queue_cap) {
-        queue_cap = queue_cap ? 2 * queue_cap : 16;
-        queue = realloc(queue, queue_cap * sizeof(*queue));
-    }
-    queue[queued++] = (pending_copy_t){dst, src, len, ++issued};
-    *ticket = issued;
+    *ticket = enqueue((pending_copy_t){.dst = dst, .src = src, .len = len});
     return 0;
+}
+
+bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
+
+int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
+                         int gpu, uint64_t *ticket, char *why, size_t why_len)
+{
+    if (gpu != 0) return fail(why, why_len, "fake device: no such GPU");
+    if (!gw_reduce_supported(op, type)) return fail(why, why_len, "fake device: no such kernel");
+    *ticket = enqueue((pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
+                                       .reduce = true, .op = op, .type = type});
+    return 0;
+}
+
+/* Scratch is host memory of the process: the pml carries it as such. Filled
+ * with garbage, so that reading scratch before it was written shows. */
+int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
+{
+    void *p = malloc(len ? len : 1);
+    if (!p) return fail(why, why_len, "fake device: malloc failed");
+    memset(p, 0x6B, len);
+    *out = (gw_coll_dev_buf_t){p, len, p};
+    return 0;
+}
+
+void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
+{
+    if (buf->owner) {
+        memset(buf->ptr, 0xDD, buf->len);
+        free(buf->owner);
+    }
+    *buf = (gw_coll_dev_buf_t){NULL, 0, NULL};
 }
 
 int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)

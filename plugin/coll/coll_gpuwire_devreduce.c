@@ -1,0 +1,551 @@
+/*
+ * The device reduction algorithm: Allreduce, Reduce, Reduce_scatter(_block),
+ * Scan and Exscan whose data stay on the GPU. Chunks move between ranks by
+ * point-to-point on device buffers (the pml: pml gpuwire carries them over
+ * CUDA IPC/NVLink), land in device scratch, and are combined by the kernels
+ * of gpuwire/cuda/reduce.h on the copies' stream.
+ *
+ *   allreduce        ring reduce-scatter, then ring allgather, in rbuf
+ *   reduce           ring reduce-scatter (into rbuf at the root, scratch
+ *                    elsewhere), then every rank's reduced chunk to the root
+ *   reduce_scatter   ring reduce-scatter over the caller's blocks, shifted
+ *   (_block)         so that rank r ends with block r; two scratch slots
+ *   scan, exscan     a chain: rank r receives the prefix of r-1, combines,
+ *                    passes it on
+ *
+ * Each step is cut into segments of coll_gpuwire_reduce_segment_bytes: all
+ * of a step's receives and sends are posted at once, and the kernel of
+ * segment j runs while segment j+1 is still arriving (in the chain, the send
+ * of segment j overlaps the kernel of j+1). A kernel's output is sent only
+ * after its ticket is reached: the peer's copy engine is not ordered after
+ * our stream.
+ *
+ * Order: the predefined ops in the table are commutative and associative
+ * (MINLOC/MAXLOC too, with ties to the lowest index), so the ring may combine
+ * in any order; user-defined ops never come here. Floating-point sums may
+ * round differently from another algorithm's order, as with Open MPI's own
+ * ring; every rank receives the same bits.
+ *
+ * When it declines (accepts() below), the call goes on to the staged path.
+ * Every rank of a call must decide alike, so the decision uses this rank's
+ * memory kinds under the rule that a call's buffers are device memory on
+ * every rank or on none (see docs/coll.md); coll_gpuwire_reduce_algorithm
+ * staged turns it off.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpuwire_device.h"
+#include "coll_gpuwire_dispatch.h"
+#include "gpuwire/cuda/reduce.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/base/coll_tags.h"
+#include "ompi/mca/pml/pml.h"
+#include "ompi/op/op.h"
+#include "opal/runtime/opal_progress.h"
+
+/* ------------------------------------------------------------------------
+ * Open MPI's ops and datatypes -> the table's ids
+ * ------------------------------------------------------------------------ */
+
+static int table_op(const struct ompi_op_t *op)
+{
+    switch (op->op_type) {
+    case OMPI_OP_SUM: return GW_OP_SUM;
+    case OMPI_OP_PROD: return GW_OP_PROD;
+    case OMPI_OP_MIN: return GW_OP_MIN;
+    case OMPI_OP_MAX: return GW_OP_MAX;
+    case OMPI_OP_LAND: return GW_OP_LAND;
+    case OMPI_OP_LOR: return GW_OP_LOR;
+    case OMPI_OP_LXOR: return GW_OP_LXOR;
+    case OMPI_OP_BAND: return GW_OP_BAND;
+    case OMPI_OP_BOR: return GW_OP_BOR;
+    case OMPI_OP_BXOR: return GW_OP_BXOR;
+    case OMPI_OP_MINLOC: return GW_OP_MINLOC;
+    case OMPI_OP_MAXLOC: return GW_OP_MAXLOC;
+    default: return -1;
+    }
+}
+
+#define GW_SIGNED_ID(bytes) \
+    ((bytes) == 1 ? GW_TYPE_INT8 : (bytes) == 2 ? GW_TYPE_INT16 : (bytes) == 4 ? GW_TYPE_INT32 : GW_TYPE_INT64)
+#define GW_UNSIGNED_ID(bytes)                                                               \
+    ((bytes) == 1 ? GW_TYPE_UINT8 : (bytes) == 2 ? GW_TYPE_UINT16 : (bytes) == 4 ? GW_TYPE_UINT32 \
+                                                                                : GW_TYPE_UINT64)
+
+/* Open MPI's own op type (ompi_op_ddt_map, the index of its host functions)
+ * -> the table's type. MPI_CHAR, MPI_INT, ... reach here as the fixed-width
+ * type of their size; long and unsigned long and wchar_t by their size. */
+static int table_type_of_base(int base)
+{
+    switch (base) {
+    case OMPI_OP_BASE_TYPE_INT8_T: return GW_TYPE_INT8;
+    case OMPI_OP_BASE_TYPE_UINT8_T: return GW_TYPE_UINT8;
+    case OMPI_OP_BASE_TYPE_INT16_T: return GW_TYPE_INT16;
+    case OMPI_OP_BASE_TYPE_UINT16_T: return GW_TYPE_UINT16;
+    case OMPI_OP_BASE_TYPE_INT32_T: return GW_TYPE_INT32;
+    case OMPI_OP_BASE_TYPE_UINT32_T: return GW_TYPE_UINT32;
+    case OMPI_OP_BASE_TYPE_INT64_T: return GW_TYPE_INT64;
+    case OMPI_OP_BASE_TYPE_UINT64_T: return GW_TYPE_UINT64;
+    case OMPI_OP_BASE_TYPE_LONG: return GW_SIGNED_ID(sizeof(long));
+    case OMPI_OP_BASE_TYPE_UNSIGNED_LONG: return GW_UNSIGNED_ID(sizeof(unsigned long));
+    case OMPI_OP_BASE_TYPE_WCHAR: return ((wchar_t)-1 < 0) ? GW_SIGNED_ID(sizeof(wchar_t))
+                                                            : GW_UNSIGNED_ID(sizeof(wchar_t));
+    case OMPI_OP_BASE_TYPE_FLOAT: return GW_TYPE_FLOAT;
+    case OMPI_OP_BASE_TYPE_DOUBLE: return GW_TYPE_DOUBLE;
+    case OMPI_OP_BASE_TYPE_BOOL: return sizeof(bool) == 1 ? GW_TYPE_BOOL : -1;
+    case OMPI_OP_BASE_TYPE_BYTE: return GW_TYPE_BYTE;
+    case OMPI_OP_BASE_TYPE_FLOAT_INT: return GW_TYPE_FLOAT_INT;
+    case OMPI_OP_BASE_TYPE_DOUBLE_INT: return GW_TYPE_DOUBLE_INT;
+    case OMPI_OP_BASE_TYPE_LONG_INT: return sizeof(long) == 8 ? GW_TYPE_LONG_INT : -1;
+    case OMPI_OP_BASE_TYPE_2INT: return GW_TYPE_2INT;
+    case OMPI_OP_BASE_TYPE_SHORT_INT: return GW_TYPE_SHORT_INT;
+    default: return -1; /* long double, complex, Fortran types: host */
+    }
+}
+
+/* The table's (op, type) for a call, or false: a user-defined op, a derived
+ * datatype, a pair Open MPI itself has no function for (an invalid pair:
+ * the host path raises MPI's error), or one the table lacks. */
+static bool table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype)
+{
+    if (!ompi_op_is_intrinsic(op) || !ompi_op_is_commute(op)) return false;
+    if (!ompi_datatype_is_predefined(dt)) return false;
+    const int base = ompi_op_ddt_map[dt->id];
+    if (base < 0 || NULL == op->o_func.intrinsic.fns[base]) return false;
+    const int o = table_op(op), t = table_type_of_base(base);
+    if (o < 0 || t < 0 || !gw_coll_reduce_supported(o, t)) return false;
+    /* Elements are moved whole: no trailing padding (MPI_DOUBLE_INT, ...),
+     * whose bytes the call may not write, and the table's layout. */
+    ptrdiff_t lb, extent, true_lb, true_extent;
+    ompi_datatype_get_extent(dt, &lb, &extent);
+    ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
+    if (lb != 0 || true_lb != 0 || true_extent != extent ||
+        (size_t)extent != gw_reduce_type_size(t)) {
+        return false;
+    }
+    *gop = o;
+    *gtype = t;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * One call's context and the steps every algorithm is made of
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    const gw_coll_args_t *a;
+    struct ompi_communicator_t *comm;
+    int op, type;
+    size_t es;        /* bytes per element */
+    size_t seg_elems; /* elements per message */
+    int gpu, me, n, tag;
+    ompi_request_t **reqs; /* room for a step's requests */
+    size_t nreqs, cap;
+    char why[256];
+} ctx_t;
+
+static int fail(ctx_t *c, const char *what)
+{
+    opal_output(0, "coll:gpuwire: device %s: %s: %s", gw_coll_name(c->a->id), what, c->why);
+    return OMPI_ERROR;
+}
+
+static size_t nsegs(const ctx_t *c, size_t count)
+{
+    return (count + c->seg_elems - 1) / c->seg_elems;
+}
+
+static int reserve(ctx_t *c, size_t more)
+{
+    if (c->nreqs + more <= c->cap) return OMPI_SUCCESS;
+    size_t cap = c->cap ? c->cap : 16;
+    while (cap < c->nreqs + more) cap *= 2;
+    ompi_request_t **r = realloc(c->reqs, cap * sizeof(*r));
+    if (NULL == r) return OMPI_ERR_OUT_OF_RESOURCE;
+    c->reqs = r;
+    c->cap = cap;
+    return OMPI_SUCCESS;
+}
+
+/* Posts one message per segment of count elements at p; the requests go to
+ * c->reqs from *first on. */
+static int post(ctx_t *c, bool send, void *p, size_t count, int peer)
+{
+    int rc = reserve(c, nsegs(c, count));
+    if (OMPI_SUCCESS != rc) return rc;
+    for (size_t done = 0; done < count; done += c->seg_elems) {
+        const size_t k = count - done < c->seg_elems ? count - done : c->seg_elems;
+        char *q = (char *)p + done * c->es;
+        const int bytes = (int)(k * c->es);
+        ompi_request_t **r = &c->reqs[c->nreqs];
+        if (send) {
+            rc = MCA_PML_CALL(isend(q, bytes, MPI_BYTE, peer, c->tag, MCA_PML_BASE_SEND_STANDARD,
+                                    c->comm, r));
+        } else {
+            rc = MCA_PML_CALL(irecv(q, bytes, MPI_BYTE, peer, c->tag, c->comm, r));
+        }
+        if (OMPI_SUCCESS != rc) return rc;
+        ++c->nreqs;
+    }
+    return OMPI_SUCCESS;
+}
+
+static int wait_all(ctx_t *c)
+{
+    int rc = c->nreqs ? ompi_request_wait_all(c->nreqs, c->reqs, MPI_STATUSES_IGNORE)
+                      : OMPI_SUCCESS;
+    c->nreqs = 0;
+    return rc;
+}
+
+/* Waits for a ticket of the device stream, progressing messages meanwhile. */
+static int wait_ticket(ctx_t *c, uint64_t ticket)
+{
+    unsigned polls = 0;
+    for (;;) {
+        bool done = false;
+        if (0 != gw_coll_copy_done(c->gpu, ticket, 0 == (++polls & 1023), &done, c->why,
+                                   sizeof(c->why))) {
+            return fail(c, "device stream");
+        }
+        if (done) return OMPI_SUCCESS;
+        opal_progress();
+    }
+}
+
+static int reduce_start(ctx_t *c, const void *x, const void *y, void *out, size_t count,
+                        uint64_t *ticket)
+{
+    if (0 != gw_coll_reduce_start(c->op, c->type, x, y, out, count, c->gpu, ticket, c->why,
+                                  sizeof(c->why))) {
+        return fail(c, "reduction kernel");
+    }
+    return OMPI_SUCCESS;
+}
+
+static int copy_start(ctx_t *c, void *dst, const void *src, size_t count, uint64_t *ticket)
+{
+    if (0 != gw_coll_copy_start(dst, src, count * c->es, c->gpu, ticket, c->why, sizeof(c->why))) {
+        return fail(c, "device copy");
+    }
+    return OMPI_SUCCESS;
+}
+
+static int copy_sync(ctx_t *c, void *dst, const void *src, size_t count)
+{
+    uint64_t t = 0;
+    if (0 == count || dst == src) return OMPI_SUCCESS;
+    int rc = copy_start(c, dst, src, count, &t);
+    return OMPI_SUCCESS == rc ? wait_ticket(c, t) : rc;
+}
+
+static int mod(int x, int n) { return ((x % n) + n) % n; }
+
+/* A ring reduce-scatter over n chunks (element offsets off[], counts cnt[]).
+ * At step k this rank sends chunk (me - k + shift) and receives chunk
+ * (me - k - 1 + shift) from its left neighbour, combining it with its own
+ * input (src + off) into:
+ *   acc + off[chunk]                     when acc is set (allreduce, reduce)
+ *   slot[k & 1], or last at the end      otherwise (reduce_scatter)
+ * What a step wrote is what the next step sends. At the end this rank holds
+ * chunk (me + shift) mod n, completely reduced. */
+typedef struct {
+    const size_t *off, *cnt;
+    int shift;
+    const char *src;
+    char *acc;
+    char *slot[2], *last;
+    char *rbuf; /* receive scratch: the largest chunk */
+} ring_t;
+
+static char *ring_out(const ctx_t *c, const ring_t *g, int k, int chunk)
+{
+    if (NULL != g->acc) return g->acc + g->off[chunk] * c->es;
+    return k == c->n - 2 ? g->last : g->slot[k & 1];
+}
+
+static int ring_reduce_scatter(ctx_t *c, const ring_t *g)
+{
+    const int right = mod(c->me + 1, c->n), left = mod(c->me - 1, c->n);
+    for (int k = 0; k < c->n - 1; ++k) {
+        const int sc = mod(c->me - k + g->shift, c->n), rc = mod(c->me - k - 1 + g->shift, c->n);
+        const char *sp = 0 == k ? g->src + g->off[sc] * c->es : ring_out(c, g, k - 1, sc);
+        char *out = ring_out(c, g, k, rc);
+        int err = post(c, false, g->rbuf, g->cnt[rc], left);
+        const size_t nrecv = c->nreqs;
+        if (OMPI_SUCCESS == err) err = post(c, true, (void *)sp, g->cnt[sc], right);
+        uint64_t ticket = 0;
+        bool kernels = false;
+        for (size_t j = 0, done = 0; OMPI_SUCCESS == err && j < nrecv; ++j) {
+            const size_t len = g->cnt[rc] - done < c->seg_elems ? g->cnt[rc] - done : c->seg_elems;
+            err = ompi_request_wait(&c->reqs[j], MPI_STATUS_IGNORE);
+            if (OMPI_SUCCESS != err) break;
+            /* Received (the ranks before) op mine. */
+            err = reduce_start(c, g->rbuf + done * c->es, g->src + (g->off[rc] + done) * c->es,
+                               out + done * c->es, len, &ticket);
+            kernels = true;
+            done += len;
+        }
+        /* The sends read what the previous step's kernels wrote (waited
+         * for); this step's kernels must end before their output is sent. */
+        int rc2 = wait_all(c);
+        if (OMPI_SUCCESS == err && kernels) err = wait_ticket(c, ticket);
+        if (OMPI_SUCCESS == err) err = rc2;
+        if (OMPI_SUCCESS != err) return err;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* Element offsets and counts of n chunks of count: the first count % n
+ * chunks one element longer. */
+static void even_chunks(size_t count, int n, size_t *off, size_t *cnt)
+{
+    size_t at = 0;
+    for (int i = 0; i < n; ++i) {
+        cnt[i] = count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
+        off[i] = at;
+        at += cnt[i];
+    }
+}
+
+static size_t max_of(const size_t *v, int n)
+{
+    size_t m = 0;
+    for (int i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+static int scratch(ctx_t *c, size_t bytes, gw_coll_dev_buf_t *b)
+{
+    memset(b, 0, sizeof(*b));
+    if (0 == bytes) return OMPI_SUCCESS;
+    if (0 != gw_coll_scratch_get(bytes, c->gpu, b, c->why, sizeof(c->why))) {
+        return fail(c, "device scratch");
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * The collectives
+ * ------------------------------------------------------------------------ */
+
+static int run_allreduce_or_reduce(ctx_t *c, bool is_reduce)
+{
+    const gw_coll_args_t *a = c->a;
+    const size_t count = (size_t)a->count;
+    const bool root = !is_reduce || c->me == a->root;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
+    if (1 == c->n) return copy_sync(c, a->rbuf, src, count);
+
+    size_t *off = calloc(2 * (size_t)c->n, sizeof(size_t));
+    if (NULL == off) return OMPI_ERR_OUT_OF_RESOURCE;
+    size_t *cnt = off + c->n;
+    even_chunks(count, c->n, off, cnt);
+    const size_t chunk_bytes = max_of(cnt, c->n) * c->es;
+    /* Receive scratch, and at a non-root of reduce the accumulator. */
+    gw_coll_dev_buf_t s;
+    int err = scratch(c, chunk_bytes + (root ? 0 : count * c->es), &s);
+    if (OMPI_SUCCESS == err) {
+        ring_t g = {.off = off, .cnt = cnt, .shift = 0, .src = src,
+                    .acc = root ? (char *)a->rbuf : (char *)s.ptr + chunk_bytes,
+                    .rbuf = s.ptr};
+        err = ring_reduce_scatter(c, &g);
+        /* Rank q now holds chunk q + 1, reduced. */
+        if (OMPI_SUCCESS == err && !is_reduce) {
+            const int right = mod(c->me + 1, c->n), left = mod(c->me - 1, c->n);
+            for (int k = 0; OMPI_SUCCESS == err && k < c->n - 1; ++k) {
+                const int sc = mod(c->me + 1 - k, c->n), rc = mod(c->me - k, c->n);
+                err = post(c, false, g.acc + off[rc] * c->es, cnt[rc], left);
+                if (OMPI_SUCCESS == err) err = post(c, true, g.acc + off[sc] * c->es, cnt[sc], right);
+                int rc2 = wait_all(c);
+                if (OMPI_SUCCESS == err) err = rc2;
+            }
+        } else if (OMPI_SUCCESS == err) {
+            if (root) {
+                for (int q = 0; OMPI_SUCCESS == err && q < c->n; ++q) {
+                    const int chunk = mod(q + 1, c->n);
+                    if (q != c->me) err = post(c, false, g.acc + off[chunk] * c->es, cnt[chunk], q);
+                }
+            } else {
+                const int chunk = mod(c->me + 1, c->n);
+                err = post(c, true, g.acc + off[chunk] * c->es, cnt[chunk], a->root);
+            }
+            int rc2 = wait_all(c);
+            if (OMPI_SUCCESS == err) err = rc2;
+        }
+    }
+    gw_coll_scratch_put(&s);
+    free(off);
+    return err;
+}
+
+static int run_reduce_scatter(ctx_t *c, bool block)
+{
+    const gw_coll_args_t *a = c->a;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
+    size_t *off = calloc(2 * (size_t)c->n, sizeof(size_t));
+    if (NULL == off) return OMPI_ERR_OUT_OF_RESOURCE;
+    size_t *cnt = off + c->n, at = 0;
+    for (int i = 0; i < c->n; ++i) {
+        cnt[i] = (size_t)(block ? a->rcount : a->rcounts[i]);
+        off[i] = at;
+        at += cnt[i];
+    }
+    const size_t mine = cnt[c->me];
+    int err = OMPI_SUCCESS;
+    if (1 == c->n) {
+        err = copy_sync(c, a->rbuf, src, mine);
+        free(off);
+        return err;
+    }
+    const size_t chunk_bytes = max_of(cnt, c->n) * c->es;
+    gw_coll_dev_buf_t s;
+    err = scratch(c, 3 * chunk_bytes, &s);
+    if (OMPI_SUCCESS == err) {
+        char *base = s.ptr;
+        ring_t g = {.off = off, .cnt = cnt, .shift = -1, .src = src, .acc = NULL,
+                    .slot = {base + chunk_bytes, base + 2 * chunk_bytes},
+                    .rbuf = base};
+        /* In place, the result overlaps the input: finish in a slot. */
+        g.last = in_place ? g.slot[(c->n - 2) & 1] : (char *)a->rbuf;
+        err = ring_reduce_scatter(c, &g);
+        if (OMPI_SUCCESS == err && in_place) err = copy_sync(c, a->rbuf, g.last, mine);
+    }
+    gw_coll_scratch_put(&s);
+    free(off);
+    return err;
+}
+
+/* Scan and exscan: a chain from rank 0 up. Rank r > 0 receives the prefix of
+ * ranks 0..r-1 segment by segment; scan writes prefix op mine into rbuf and
+ * passes that on, exscan keeps the prefix as its result and passes prefix op
+ * mine on. */
+static int run_scan(ctx_t *c, bool exclusive)
+{
+    const gw_coll_args_t *a = c->a;
+    const size_t count = (size_t)a->count;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
+    const bool last = c->me == c->n - 1;
+    int err = OMPI_SUCCESS;
+
+    if (0 == c->me) {
+        uint64_t t = 0;
+        bool copying = !exclusive && !in_place;
+        if (copying) err = copy_start(c, a->rbuf, src, count, &t);
+        if (OMPI_SUCCESS == err && !last) err = post(c, true, (void *)src, count, 1);
+        int rc2 = wait_all(c);
+        if (OMPI_SUCCESS == err && copying) err = wait_ticket(c, t);
+        return OMPI_SUCCESS == err ? rc2 : err;
+    }
+
+    /* Where the prefix arrives, and where what is passed on is written. */
+    const size_t bytes = count * c->es;
+    const bool need_fwd = exclusive && !last;
+    gw_coll_dev_buf_t s;
+    err = scratch(c, (exclusive ? (in_place ? bytes : 0) + (need_fwd ? bytes : 0) : bytes), &s);
+    if (OMPI_SUCCESS != err) return err;
+    char *prefix = (exclusive && !in_place) ? (char *)a->rbuf : (char *)s.ptr;
+    char *fwd = exclusive ? (char *)s.ptr + (in_place ? bytes : 0) : (char *)a->rbuf;
+
+    err = post(c, false, prefix, count, c->me - 1);
+    const size_t nrecv = c->nreqs;
+    uint64_t ticket = 0;
+    bool queued = false;
+    for (size_t j = 0, done = 0; OMPI_SUCCESS == err && j < nrecv; ++j) {
+        const size_t len = count - done < c->seg_elems ? count - done : c->seg_elems;
+        const size_t at = done * c->es;
+        err = ompi_request_wait(&c->reqs[j], MPI_STATUS_IGNORE);
+        if (OMPI_SUCCESS != err) break;
+        if (!exclusive || need_fwd) {
+            err = reduce_start(c, prefix + at, src + at, fwd + at, len, &ticket);
+            queued = true;
+        }
+        /* Exscan in place: the prefix is the result; the kernel above has
+         * read this segment of rbuf before the copy (same stream) lands. */
+        if (OMPI_SUCCESS == err && exclusive && in_place) {
+            err = copy_start(c, (char *)a->rbuf + at, prefix + at, len, &ticket);
+            queued = true;
+        }
+        if (OMPI_SUCCESS == err && !last && queued) err = wait_ticket(c, ticket);
+        if (OMPI_SUCCESS == err && !last) err = post(c, true, fwd + at, len, c->me + 1);
+        done += len;
+    }
+    int rc2 = wait_all(c);
+    if (OMPI_SUCCESS == err && queued) err = wait_ticket(c, ticket);
+    if (OMPI_SUCCESS == err) err = rc2;
+    gw_coll_scratch_put(&s);
+    return err;
+}
+
+/* ------------------------------------------------------------------------
+ * The algorithm: accepts and run
+ * ------------------------------------------------------------------------ */
+
+static int tag_of(gw_coll_id_t id)
+{
+    switch (id) {
+    case GW_COLL_ALLREDUCE: return MCA_COLL_BASE_TAG_ALLREDUCE;
+    case GW_COLL_REDUCE: return MCA_COLL_BASE_TAG_REDUCE;
+    case GW_COLL_REDUCE_SCATTER: return MCA_COLL_BASE_TAG_REDUCE_SCATTER;
+    case GW_COLL_REDUCE_SCATTER_BLOCK: return MCA_COLL_BASE_TAG_REDUCE_SCATTER_BLOCK;
+    case GW_COLL_SCAN: return MCA_COLL_BASE_TAG_SCAN;
+    case GW_COLL_EXSCAN: return MCA_COLL_BASE_TAG_EXSCAN;
+    default: return 0;
+    }
+}
+
+static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const int algo = mca_coll_gpuwire.reduce_algorithm;
+    if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
+    if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
+    int op, type;
+    if (!table_ids(a->op, a->dtype, &op, &type)) return false;
+    /* Every significant buffer on one GPU, without gaps. */
+    int gpu = -1;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (r[i].hi <= r[i].lo) continue;
+        if (!r[i].on_gpu || !r[i].dense || (gpu >= 0 && r[i].gpu != gpu)) return false;
+        gpu = r[i].gpu;
+    }
+    return gpu >= 0;
+}
+
+static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                         gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    ctx_t c = {.a = a, .comm = a->comm, .tag = tag_of(a->id)};
+    if (!table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
+    c.es = gw_reduce_type_size(c.type);
+    c.me = ompi_comm_rank(a->comm);
+    c.n = ompi_comm_size(a->comm);
+    c.gpu = r[GW_REGION_RECV].hi > r[GW_REGION_RECV].lo ? r[GW_REGION_RECV].gpu
+                                                        : r[GW_REGION_SEND].gpu;
+    size_t seg = mca_coll_gpuwire.reduce_segment_bytes / c.es;
+    const size_t max_seg = ((size_t)1 << 30) / c.es; /* int byte counts */
+    c.seg_elems = seg < 1 ? 1 : seg > max_seg ? max_seg : seg;
+
+    if (mca_coll_gpuwire.device_sync &&
+        0 != gw_coll_device_wait_user(c.gpu, c.why, sizeof(c.why))) {
+        return fail(&c, "device sync");
+    }
+    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    int err;
+    switch (a->id) {
+    case GW_COLL_ALLREDUCE: err = run_allreduce_or_reduce(&c, false); break;
+    case GW_COLL_REDUCE: err = run_allreduce_or_reduce(&c, true); break;
+    case GW_COLL_REDUCE_SCATTER: err = run_reduce_scatter(&c, false); break;
+    case GW_COLL_REDUCE_SCATTER_BLOCK: err = run_reduce_scatter(&c, true); break;
+    case GW_COLL_SCAN: err = run_scan(&c, false); break;
+    case GW_COLL_EXSCAN: err = run_scan(&c, true); break;
+    default: err = OMPI_ERR_NOT_SUPPORTED; break;
+    }
+    free(c.reqs);
+    return err;
+}
+
+const gw_coll_algorithm_t gw_coll_devreduce = {"device", devreduce_accepts, devreduce_run};
