@@ -3,7 +3,7 @@
 #   1. a Debian 13 (trixie) chroot with Open MPI 5.0, UCX and Catch2 3, made
 #      with debootstrap and reused while its recipe is unchanged;
 #   2. a fresh build of this tree inside it, then ctest there (all but the
-#      gpu and ompi5 labels);
+#      gpu, ompi5 and package labels);
 #   3. the host-built (Open MPI 4.1) mca_pml_gpuwire.so loaded by the chroot's
 #      Open MPI 5.0 (mpirun and ompi_info): it must refuse, in one line naming
 #      both releases, and nothing may crash;
@@ -20,13 +20,12 @@
 # Needs root (debootstrap, chroot, mount); exits 77 (skipped) without it,
 # 1 on any failure, 0 when everything passed.
 set -eu
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
-
 HOST_SO=${1:-}
 [ -z "$HOST_SO" ] || HOST_SO=$(readlink -f "$HOST_SO")
 cd "$(dirname "$0")/.."
 SRC=$PWD
+CHROOT_NAME=ompi5_chroot
+. "$SRC/ci/chroot_common.sh"
 [ -n "$HOST_SO" ] || HOST_SO=$SRC/${BUILD_DIR:-build}/components/mca_pml_gpuwire.so
 ROOT=${GPUWIRE_TRIXIE_DIR:-/var/tmp/gpuwire-trixie}
 JOBS=${JOBS:-$(nproc)}
@@ -37,9 +36,6 @@ HDRS=/opt/gpuwire-ompi-headers
 # Written into the chroot once provisioned; any change here provisions again.
 RECIPE="gpuwire chroot 1: $SUITE: $PKGS: $HDRS"
 
-say() { printf 'ompi5_chroot: %s\n' "$*"; }
-die() { printf 'ompi5_chroot: FAIL: %s\n' "$*" >&2; exit 1; }
-now() { date +%s; }
 T0=$(now)
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -51,12 +47,6 @@ fi
 MULTIARCH=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 TMP=$(mktemp -d /tmp/gpuwire-ompi5.XXXXXX)
 
-# Unmounts everything at or below $1, deepest first.
-unmount_below() {
-    for m in $(awk -v r="$1" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts | sort -r); do
-        umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-    done
-}
 LOCKED=0
 cleanup() {
     if [ "$LOCKED" -eq 1 ]; then
@@ -69,70 +59,24 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # One run at a time per chroot.
-exec 9>"$ROOT.lock"
-if ! flock -n 9; then
-    say "waiting for another run of this script to release $ROOT.lock"
-    t=$(now)
-    flock -w 1800 9 || die "another ompi5_chroot.sh still holds $ROOT.lock"
-    say "waited $(( $(now) - t )) s"
-fi
+chroot_lock "$ROOT"
 LOCKED=1
 # A run killed before its trap left mounts behind.
 unmount_below "$ROOT"
 unmount_below "$ROOT.partial"
 
-in_chroot() {
-    chroot "$1" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
-        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 /bin/sh -c "$2"
-}
-mount_system() {
-    mkdir -p "$1/proc" "$1/sys" "$1/dev/shm"
-    mount -t proc proc "$1/proc"
-    mount -t sysfs -o ro sysfs "$1/sys"      # hwloc reads the topology there
-    mount -t tmpfs -o mode=1777 tmpfs "$1/dev/shm"
-}
-
-# The Debian mirror the host's apt uses (debootstrap must reach the same one).
-debian_mirror() {
-    if [ -n "${GPUWIRE_DEBIAN_MIRROR:-}" ]; then
-        echo "$GPUWIRE_DEBIAN_MIRROR"
-        return
-    fi
-    m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-            /etc/apt/sources.list.d/*.sources 2>/dev/null |
-        grep -v '^[[:space:]]*#' | grep -oE '(https?|ftp)://[^ ]+/debian/?( |$)' |
-        grep -v security | head -1 | tr -d ' ') || true
-    echo "${m:-http://deb.debian.org/debian}"
-}
 MIRROR=$(debian_mirror)
 
 # ---------------------------------------------------------------------------
 # 1. The chroot
 # ---------------------------------------------------------------------------
-if [ ! -x "$ROOT/usr/bin/apt-get" ]; then
-    if ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-        apt-get install -y -qq --no-install-recommends debootstrap debian-archive-keyring \
-            >/dev/null 2>&1 || true
+if ! chroot_is_current "$ROOT" "$SUITE" "$MIRROR"; then
+    if ! have_debootstrap; then
+        # CI installs it (ci/setup.sh); elsewhere (the GPU machine) this is a skip.
+        say "SKIP: debootstrap is not available (apt-get install debootstrap): cannot make the Debian 13 chroot"
+        exit 77
     fi
-    command -v debootstrap >/dev/null 2>&1 ||
-        die "debootstrap is not available (apt-get install debootstrap): cannot make the Debian 13 chroot"
-    keyring=""
-    [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] &&
-        keyring=--keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-    say "debootstrap $SUITE from $MIRROR into $ROOT"
-    # Never delete through a mount (the source is bind-mounted in there).
-    [ -z "$(awk -v r="$ROOT" 'index($2, r) == 1' /proc/mounts)" ] ||
-        die "something is still mounted below $ROOT; not deleting it"
-    rm -rf "$ROOT.partial" "$ROOT"
-    t=$(now)
-    debootstrap --variant=minbase $keyring "$SUITE" "$ROOT.partial" "$MIRROR" \
-        >"$TMP/debootstrap.log" 2>&1 || {
-        tail -5 "$TMP/debootstrap.log" >&2
-        die "debootstrap of Debian $SUITE from $MIRROR failed"
-    }
-    mv "$ROOT.partial" "$ROOT"
-    say "debootstrap: $(( $(now) - t )) s"
+    chroot_debootstrap "$ROOT" "$SUITE" "$MIRROR" "$TMP/debootstrap.log"
 fi
 
 mount_system "$ROOT"
@@ -210,7 +154,7 @@ say "build against Open MPI $V5: $(( $(now) - t )) s"
 
 t=$(now)
 ctest_rc=0
-in_chroot "$ROOT" "cd /build && ctest -LE 'gpu|ompi5' --output-on-failure -j $JOBS --timeout 300" \
+in_chroot "$ROOT" "cd /build && ctest -LE 'gpu|ompi5|package' --output-on-failure -j $JOBS --timeout 300" \
     >"$TMP/ctest.log" 2>&1 || ctest_rc=$?
 cat "$TMP/ctest.log"
 say "ctest under Open MPI $V5: rc=$ctest_rc in $(( $(now) - t )) s"
