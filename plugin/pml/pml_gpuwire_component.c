@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -77,7 +78,9 @@ static int component_register(void)
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.err_handling);
     (void)mca_base_component_var_register(
-        c, "stats", "Print message and byte counters of every process at finalize",
+        c, "stats",
+        "At finalize, print one table (from process 0) of every process's messages and bytes, "
+        "messages by path and cache hits and misses; 0: nothing is collected",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.stats);
     (void)mca_base_component_var_register(
@@ -120,15 +123,23 @@ static int component_register(void)
 
 static int component_open(void)
 {
-    if (mca_pml_gpuwire_params.verbose < 0) {
-        opal_output(0, "pml:gpuwire: pml_gpuwire_verbose must be >= 0 (got %d)",
-                    mca_pml_gpuwire_params.verbose);
-        return OMPI_ERR_BAD_PARAM;
-    }
-    if (mca_pml_gpuwire_params.ipc_cache_entries == 0 ||
-        mca_pml_gpuwire_params.ipc_cache_bytes == 0) {
-        opal_output(0, "pml:gpuwire: pml_gpuwire_ipc_cache_entries and _bytes must be > 0 "
-                       "(set pml_gpuwire_ipc 0 to switch CUDA IPC off)");
+    const gw_param_range_t ranges[] = {
+        {"pml_gpuwire_priority", GW_PARAM_INT, &mca_pml_gpuwire_params.priority, 0, 1000,
+         "below 0 Open MPI never selects the PML"},
+        {"pml_gpuwire_verbose", GW_PARAM_INT, &mca_pml_gpuwire_params.verbose, 0, 100, NULL},
+        {"pml_gpuwire_rndv_threshold", GW_PARAM_SIZE, &mca_pml_gpuwire_params.rndv_threshold,
+         0, GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_ipc_threshold", GW_PARAM_SIZE, &mca_pml_gpuwire_params.ipc_threshold, 0,
+         GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_ipc_sync_max", GW_PARAM_SIZE, &mca_pml_gpuwire_params.ipc_sync_max, 0,
+         GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_ipc_cache_entries", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.ipc_cache_entries, 1, (int64_t)1 << 20,
+         "set pml_gpuwire_ipc 0 to switch CUDA IPC off"},
+        {"pml_gpuwire_ipc_cache_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.ipc_cache_bytes,
+         1, (int64_t)1 << 50, "set pml_gpuwire_ipc 0 to switch CUDA IPC off"},
+    };
+    if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;
     }
     mca_pml_gpuwire.output = opal_output_open(NULL);
