@@ -83,16 +83,18 @@ static inline int gw_compat_fence_collect(int (*progress)(void))
     while (!done) progress();
     return OMPI_SUCCESS;
 }
-/* What process vpid of this job published under key, looked up only in the
- * data already here (never waits for a process that published nothing);
- * *data is malloc'ed. */
+/* What process vpid of this job published under key, after the collecting
+ * fence; *data is malloc'ed. Not the OPTIONAL form: with the PMIx of Open MPI
+ * 4.1.6 that one misses data of processes on the same node (seen as "-"
+ * rows); after a collecting fence a key nobody published is reported as
+ * missing without waiting. */
 static inline int gw_compat_lookup(const char *key, uint32_t vpid, void **data, size_t *size)
 {
     opal_process_name_t name = *OMPI_PROC_MY_NAME;
     opal_byte_object_t *bo = NULL;
     int rc;
     name.vpid = vpid;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &name, &bo, OPAL_BYTE_OBJECT);
+    OPAL_MODEX_RECV_VALUE(rc, key, &name, &bo, OPAL_BYTE_OBJECT);
     if (OPAL_SUCCESS != rc || NULL == bo) return OMPI_ERR_NOT_FOUND;
     *data = bo->bytes;
     *size = bo->size;
