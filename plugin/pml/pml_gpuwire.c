@@ -6,6 +6,7 @@
 #include "opal/runtime/opal_progress.h"
 #include "gpuwire_help.h"
 #include "gpuwire_stats_exchange.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "pml_gpuwire_datatype.h"
 #include "pml_gpuwire_request.h"
 
@@ -150,22 +151,39 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
 enum {
     ST_SENT, ST_SENT_BYTES, ST_RECVD, ST_RECVD_BYTES, ST_HOST, ST_IPC, ST_STAGED, ST_GDR,
     ST_RNDV_OUT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
-    ST_NCOLS
+    ST_COLL_PASS, ST_COLL_GPU, ST_COLL_STAGED, ST_NCOLS
 };
 
 static const char *const stats_columns[ST_NCOLS] = {
     "sent", "sent B", "recvd", "recvd B", "host", "ipc", "staged", "gdr",
     "rndv out", "dev in", "kind hit", "kind miss", "map hit", "map new", "map evict",
+    "coll pass", "coll gpu", "coll staged",
 };
 
 static const char stats_legend[] =
     "sent, recvd: messages (B: bytes); sent by path: host (UCX, host memory), ipc (CUDA IPC, "
     "NVLink where present), staged (GPU memory through host memory), gdr (UCX on GPU memory)\n"
     "rndv out: host messages sent by rendezvous; dev in: received into GPU memory; kind: memory-kind "
-    "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)";
+    "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)\n"
+    "coll (coll gpuwire, 0 where it is not loaded): host collectives passed through, device "
+    "reductions run on the GPU, device collectives staged through host memory";
 
 /* Processes shown one per row; above this many, min and max rows instead. */
 #define PML_GW_STATS_MAX_ROWS 32
+
+/* A counter of coll gpuwire (its MPI_T performance variable), 0 when that
+ * component is not loaded: one table covers both components. */
+static uint64_t coll_counter(const char *name)
+{
+    int index;
+    const mca_base_pvar_t *pvar;
+    if (OPAL_SUCCESS != mca_base_pvar_find_by_name(name, MCA_BASE_PVAR_CLASS_COUNTER, &index) ||
+        OPAL_SUCCESS != mca_base_pvar_get(index, &pvar) || NULL == pvar->ctx ||
+        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG != pvar->type) {
+        return 0;
+    }
+    return *(const unsigned long long *)pvar->ctx;
+}
 
 static void stats_row(uint64_t row[ST_NCOLS])
 {
@@ -187,6 +205,9 @@ static void stats_row(uint64_t row[ST_NCOLS])
     row[ST_MAP_HIT] = s.ipc_map_hits;
     row[ST_MAP_NEW] = s.ipc_map_misses;
     row[ST_MAP_EVICT] = s.ipc_map_evictions;
+    row[ST_COLL_PASS] = coll_counter("coll_gpuwire_passthrough_calls");
+    row[ST_COLL_GPU] = coll_counter("coll_gpuwire_device_calls");
+    row[ST_COLL_STAGED] = coll_counter("coll_gpuwire_staged_calls");
 }
 
 /* Collective: every process's row to process 0, which prints the table. */
@@ -571,7 +592,7 @@ mca_pml_gpuwire_module_t mca_pml_gpuwire = {
         .pml_imrecv = pml_imrecv,
         .pml_mrecv = pml_mrecv,
         .pml_dump = pml_dump,
-        .pml_max_contextid = 0x7fffffff,
+        .pml_max_contextid = GW_MAX_CONTEXT,
         .pml_max_tag = GW_MAX_TAG,
         .pml_flags = 0,
     },
