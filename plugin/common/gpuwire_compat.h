@@ -150,7 +150,10 @@ static inline int gw_compat_lookup(const char *key, uint32_t vpid, void **data, 
     uint8_t *bytes = NULL;
     int rc;
     name.vpid = vpid;
-    OPAL_MODEX_RECV_STRING_OPTIONAL(rc, key, &name, &bytes, size);
+    /* Not the OPTIONAL form: it misses data of processes on the same node;
+     * after the collecting fence a key nobody published is reported missing
+     * without waiting. */
+    OPAL_MODEX_RECV_STRING(rc, key, &name, &bytes, size);
     if (PMIX_SUCCESS != rc || NULL == bytes) return OMPI_ERR_NOT_FOUND;
     *data = bytes;
     return OMPI_SUCCESS;

@@ -70,19 +70,24 @@ static inline int gw_param_describe(const gw_param_range_t *p, char *buf, size_t
 #ifndef GW_PARAMS_NO_OPAL
 #include "gpuwire_help.h"
 
-/* Prints "<prefix>: declined: <line>" (help topic bad-parameter) for every parameter out of
- * range; returns how many there were (0: all fine). prefix is "pml:gpuwire"
- * or "coll:gpuwire". */
+/* Prints "<prefix>: declined: <line>" (help topic bad-parameter) naming every
+ * parameter out of range, in one message (Open MPI 5.0 shows a help topic
+ * once per process); returns how many there were (0: all fine). prefix is
+ * "pml:gpuwire" or "coll:gpuwire". */
 static inline int gw_params_check(const char *prefix, const gw_param_range_t *table, size_t n)
 {
     int bad = 0;
+    char all[1536] = "";
+    size_t used = 0;
     for (size_t i = 0; i < n; ++i) {
         char line[384];
         if (!gw_param_describe(&table[i], line, sizeof(line))) {
-            gw_help(GW_HELP_BAD_PARAMETER, prefix, line);
+            int w = snprintf(all + used, sizeof(all) - used, "%s%s", bad ? " | " : "", line);
+            if (w > 0) used = used + (size_t)w < sizeof(all) ? used + (size_t)w : sizeof(all) - 1;
             ++bad;
         }
     }
+    if (bad) gw_help(GW_HELP_BAD_PARAMETER, prefix, all);
     return bad;
 }
 #endif

@@ -95,6 +95,9 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.device_sync = mca_pml_gpuwire_params.device_sync;
     p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;
     p.ipc_sync_max = mca_pml_gpuwire_params.ipc_sync_max;
+    p.chunk_bytes = mca_pml_gpuwire_params.chunk_bytes;
+    p.pace_gbps = (double)mca_pml_gpuwire_params.pace_mbps / 1000.0;
+    p.pace_min_bytes = mca_pml_gpuwire_params.pace_min_bytes;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
 
@@ -150,20 +153,21 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
 
 enum {
     ST_SENT, ST_SENT_BYTES, ST_RECVD, ST_RECVD_BYTES, ST_HOST, ST_IPC, ST_STAGED, ST_GDR,
-    ST_RNDV_OUT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
+    ST_RNDV_OUT, ST_CHUNKED, ST_PACER_WAIT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
     ST_COLL_PASS, ST_COLL_GPU, ST_COLL_STAGED, ST_NCOLS
 };
 
 static const char *const stats_columns[ST_NCOLS] = {
     "sent", "sent B", "recvd", "recvd B", "host", "ipc", "staged", "gdr",
-    "rndv out", "dev in", "kind hit", "kind miss", "map hit", "map new", "map evict",
+    "rndv out", "chunked", "paced wait", "dev in", "kind hit", "kind miss", "map hit", "map new", "map evict",
     "coll pass", "coll gpu", "coll staged",
 };
 
 static const char stats_legend[] =
     "sent, recvd: messages (B: bytes); sent by path: host (UCX, host memory), ipc (CUDA IPC, "
     "NVLink where present), staged (GPU memory through host memory), gdr (UCX on GPU memory)\n"
-    "rndv out: host messages sent by rendezvous; dev in: received into GPU memory; kind: memory-kind "
+    "rndv out: host messages sent by rendezvous; chunked: sent in chunks (staged device memory, "
+    "paced sends), paced wait: chunks the pacer held back; dev in: received into GPU memory; kind: memory-kind "
     "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)\n"
     "coll (coll gpuwire, 0 where it is not loaded): host collectives passed through, device "
     "reductions run on the GPU, device collectives staged through host memory";
@@ -199,6 +203,8 @@ static void stats_row(uint64_t row[ST_NCOLS])
     row[ST_STAGED] = s.staged_sends;
     row[ST_GDR] = s.ucx_device_sends;
     row[ST_RNDV_OUT] = s.rndv_sends;
+    row[ST_CHUNKED] = s.chunked_sends;
+    row[ST_PACER_WAIT] = s.pacer_deferrals;
     row[ST_DEV_IN] = s.device_recvs;
     row[ST_KIND_HIT] = s.classifier_host_hits + s.classifier_device_hits;
     row[ST_KIND_MISS] = s.classifier_misses;

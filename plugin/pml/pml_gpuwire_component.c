@@ -29,6 +29,9 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .ipc_sync_max = 16384,
     .ipc_cache_entries = 512,
     .ipc_cache_bytes = (size_t)64 << 30,
+    .chunk_bytes = (size_t)4 << 20,
+    .pace_mbps = 0,
+    .pace_min_bytes = (size_t)1 << 20,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -117,6 +120,23 @@ static int component_register(void)
         c, "ipc_cache_bytes", "Bytes of peer GPU allocations kept mapped per process (LRU)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.ipc_cache_bytes);
+    (void)mca_base_component_var_register(
+        c, "chunk_bytes",
+        "Chunk size of chunked transfers: device memory staged through pinned host memory "
+        "(no CUDA IPC, no CUDA-capable UCX) and paced sends; the same on every process",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.chunk_bytes);
+    (void)mca_base_component_var_register(
+        c, "pace_mbps",
+        "Pacing toward other nodes: 0 off; else host messages of at least "
+        "pml_gpuwire_pace_min_bytes to a process on another node go in chunks admitted at "
+        "this rate (Mb/s), lowered by DCQCN on congestion notifications",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_mbps);
+    (void)mca_base_component_var_register(
+        c, "pace_min_bytes", "Host messages paced from this size (pml_gpuwire_pace_mbps)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_min_bytes);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
@@ -138,6 +158,12 @@ static int component_open(void)
          "set pml_gpuwire_ipc 0 to switch CUDA IPC off"},
         {"pml_gpuwire_ipc_cache_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.ipc_cache_bytes,
          1, (int64_t)1 << 50, "set pml_gpuwire_ipc 0 to switch CUDA IPC off"},
+        {"pml_gpuwire_chunk_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.chunk_bytes, 4096,
+         (int64_t)1 << 30, NULL},
+        {"pml_gpuwire_pace_mbps", GW_PARAM_SIZE, &mca_pml_gpuwire_params.pace_mbps, 0, 3200000,
+         "0 switches pacing off"},
+        {"pml_gpuwire_pace_min_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.pace_min_bytes, 1,
+         GW_PARAM_MAX_MESSAGE, NULL},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

@@ -31,6 +31,10 @@ static const struct {
     {"ipc_map_hits", "CUDA IPC mappings found in the cache",
      offsetof(gw_engine_stats_t, ipc_map_hits)},
     {"ipc_map_misses", "CUDA IPC mappings opened", offsetof(gw_engine_stats_t, ipc_map_misses)},
+    {"chunked_sends", "Chunked transfers sent (staged device memory, paced sends)",
+     offsetof(gw_engine_stats_t, chunked_sends)},
+    {"chunked_recvs", "Chunked transfers received", offsetof(gw_engine_stats_t, chunked_recvs)},
+    {"pacer_deferrals", "Chunks the pacer held back", offsetof(gw_engine_stats_t, pacer_deferrals)},
     {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
      offsetof(gw_engine_stats_t, dropped_messages)},
 };

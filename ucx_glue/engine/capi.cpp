@@ -38,6 +38,9 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->ipc_sync_max = 16384;
     params->ipc_cache_entries = 512;
     params->ipc_cache_bytes = size_t{64} << 30;
+    params->chunk_bytes = size_t{4} << 20;
+    params->pace_gbps = 0;
+    params->pace_min_bytes = size_t{1} << 20;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

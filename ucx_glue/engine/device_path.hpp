@@ -100,6 +100,9 @@ public:
         return n;
     }
     bool busy() const { return !pending_.empty(); }
+    // A pinned host chunk for a chunked transfer; busy when all are on loan.
+    cuda::Result<cuda::PinnedChunk> acquire_pinned() { return pinned_.acquire(); }
+    size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
 
     cuda::ClassifierCounters classifier_counters() const { return classifier_.counters(); }
     cuda::IpcCacheCounters mapping_counters() const { return mappings_.counters(); }

@@ -3,6 +3,7 @@
 #include "gpuwire/cuda/copy.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +12,7 @@
 
 namespace gpuwire::engine {
 
-static_assert(GW_MAX_CONTEXT == kMaxCtx && GW_MAX_RANK == kMaxRank && GW_MAX_TAG == kMaxTag);
+static_assert(GW_MAX_CONTEXT == kMaxCtx - 1 && GW_MAX_RANK == kMaxRank && GW_MAX_TAG == kMaxTag);
 
 namespace {
 
@@ -164,6 +165,23 @@ gw_status_t Engine::init(std::string &why)
     } else {
         device_why_ = "device support switched off";
     }
+    if (params_.chunk_bytes == 0 || params_.chunk_bytes > kMaxChunkBytes) {
+        why = "chunk size out of range (1 byte to 1 GiB)";
+        return GW_ERR_INVALID;
+    }
+    if (params_.pace_gbps > 0) {
+        clock_ = std::make_unique<pacing::SteadyClock>();
+        pacing::PacerConfig pc;
+        pc.rendezvous_threshold_bytes = 1; // every chunk of a paced transfer
+        pc.rate.line_rate_gbps = params_.pace_gbps;
+        pc.rate.min_rate_gbps = std::min(pc.rate.min_rate_gbps, params_.pace_gbps);
+        std::string err;
+        pacer_ = pacing::PortPacer::create(pc, *clock_, err);
+        if (!pacer_) {
+            why = "pacing configuration refused: " + err;
+            return GW_ERR_INVALID;
+        }
+    }
     log(GW_LOG_INFO, "device buffers: %s%s; UCX %s CUDA memory; same-node device path: %s",
         dev_ ? "yes" : "no, ", dev_ ? "" : device_why_.c_str(),
         path_.ucx_has_cuda ? "moves" : "cannot move",
@@ -214,6 +232,7 @@ void Engine::disconnect()
 
 Engine::~Engine()
 {
+    if (worker_) abandon_xfers();
     dev_.reset(); // waits for device copies in flight
     if (worker_) {
         disconnect();
@@ -234,6 +253,7 @@ Engine::~Engine()
         ucp_worker_destroy(worker_);
     }
     if (context_) ucp_cleanup(context_);
+    free_abandoned();
     for (void *b : blocks_) std::free(b);
     run_completions();
 }
@@ -325,12 +345,18 @@ int Engine::progress()
     int n = static_cast<int>(ucp_worker_progress(worker_));
     if (dev_ && dev_->busy()) {
         n += dev_->poll([this](void *token, const cuda::Status &s) {
+            if (XferSlot *slot = slot_of_token(token)) {
+                if (!s) log(GW_LOG_ERROR, "chunk copy failed: %s", s.message().c_str());
+                slot_copied(*slot, bool(s));
+                return;
+            }
             auto *op = static_cast<RecvOp *>(token);
             if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
             pending_acks_.push_back(PendingAck{op->ack_peer, op->ack_id});
             complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
         });
     }
+    if (!xfers_.empty()) advance_xfers();
     if (!pending_acks_.empty()) flush_acks();
     bool any_done = done_head_ != done_.size();
     lock_.unlock();
@@ -438,26 +464,31 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
             }
         }
         if (proto == Protocol::staged) {
-            void *bounce = std::malloc(len);
-            cuda::Status cs = bounce ? dev_->copy_via_pinned(bounce, buf, len,
-                                                             mi.device >= 0 ? mi.device : 0, false)
-                                     : cuda::Status::error(cuda::Errc::busy, "out of memory");
-            if (!cs) {
-                std::free(bounce);
-                log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
-                    cs.message().c_str());
-                lock_.unlock();
-                return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
-            }
-            op->side = bounce;
-            payload = bounce;
+            // Through pinned chunks, device copies overlapping the wire.
             ++stats_.staged_sends;
+            ++stats_.sends;
+            stats_.bytes_sent += len;
+            st = start_chunked_send(op, ep, peer, wire_tag, buf, len,
+                                    mi.device >= 0 ? mi.device : 0, pacer_ && !peer_local(peer));
+            lock_.unlock();
+            run_completions();
+            return st;
         } else if (proto == Protocol::ucx_device) {
             rp.memory_type = UCS_MEMORY_TYPE_CUDA;
             ++stats_.ucx_device_sends;
         }
     }
 
+    if (pacer_ && len >= params_.pace_min_bytes && !op->desc && !op->side &&
+        rp.memory_type == UCS_MEMORY_TYPE_HOST && !peer_local(peer)) [[unlikely]] {
+        // A large host message to another node: in chunks the pacer admits.
+        ++stats_.sends;
+        stats_.bytes_sent += len;
+        st = start_chunked_send(op, ep, peer, wire_tag, buf, len, -1, true);
+        lock_.unlock();
+        run_completions();
+        return st;
+    }
     // A synchronous send of a descriptor needs nothing more: the receiver's
     // acknowledgement comes after it matched.
     ucs_status_ptr_t r = (flags & GW_SEND_SYNC) && !op->desc
@@ -716,6 +747,22 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
+    if ((sender_tag & kDescBit) && length == sizeof(ChunkedHeader)) [[unlikely]] {
+        ChunkedHeader h;
+        bool ok = status == UCS_OK && decode_chunked_header(op->landing, length, &h) &&
+                  h.src_peer < peers_.size();
+        if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        release_landing(op);
+        if (!ok) {
+            log(GW_LOG_ERROR, "malformed chunked-transfer header dropped");
+            ++stats_.dropped_messages;
+            req->length = 0;
+            complete(req, GW_ERR_TRANSPORT);
+            return;
+        }
+        start_chunked_recv(op, h);
+        return;
+    }
     if (sender_tag & kDescBit) [[unlikely]] {
         DeviceDescriptor d;
         bool ok = status == UCS_OK && decode_descriptor(op->landing, length, &d) &&
@@ -839,6 +886,14 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 
 void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
 {
+    if (m->kind == InboundMsg::CHUNKED) {
+        op->req->source = m->source;
+        op->req->tag = m->tag;
+        ++stats_.recvs;
+        start_chunked_recv(op, m->chunked);
+        release(m);
+        return;
+    }
     if (m->kind == InboundMsg::DESC) {
         op->req->source = m->source;
         op->req->tag = m->tag;
@@ -929,6 +984,18 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
         sr.status = UCS_PTR_STATUS(r);
     } else if (r != nullptr) {
         while (!sr.done) ucp_worker_progress(worker_);
+    }
+    if (sr.status == UCS_OK && sr.length == sizeof(ChunkedHeader)) {
+        m->kind = InboundMsg::CHUNKED;
+        if (!decode_chunked_header(bytes, sr.length, &m->chunked) ||
+            m->chunked.src_peer >= peers_.size()) {
+            log(GW_LOG_ERROR, "malformed chunked-transfer header dropped");
+            ++stats_.dropped_messages;
+            delete m;
+            return nullptr;
+        }
+        m->length = m->chunked.length;
+        return m;
     }
     m->kind = InboundMsg::DESC;
     if (sr.status != UCS_OK || !decode_descriptor(bytes, sr.length, &m->desc) ||
@@ -1077,6 +1144,9 @@ void Engine::context_release(uint32_t ctx)
         // A sender of a descriptor waits for its acknowledgement.
         if (m->kind == InboundMsg::DESC)
             pending_acks_.push_back(PendingAck{m->desc.src_peer, m->desc.ack_id});
+        if (m->kind == InboundMsg::CHUNKED)
+            log(GW_LOG_WARN, "a chunked transfer of %llu bytes was never received; its sender "
+                             "waits for it", (unsigned long long)m->chunked.length);
         release(m);
         ++dropped;
     };

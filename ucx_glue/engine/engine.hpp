@@ -22,12 +22,14 @@
 
 #include <cstdarg>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/device_path.hpp"
+#include "gpuwire/pacing/port_pacer.hpp"
 #include "engine/matching.hpp"
 #include "engine/protocol.hpp"
 #include "engine/wire.hpp"
@@ -47,8 +49,9 @@ struct InboundMsg {
     size_t length = 0; // payload bytes (for DESC: the bytes the descriptor names)
     ucp_tag_message_h handle = nullptr;
     uint64_t sender_tag = 0;
-    enum Kind : uint8_t { UCX, DESC } kind = UCX;
+    enum Kind : uint8_t { UCX, DESC, CHUNKED } kind = UCX;
     DeviceDescriptor desc;
+    ChunkedHeader chunked;
 };
 
 // Bytes of the engine's landing blocks: a descriptor, or a whole small
@@ -86,6 +89,37 @@ static_assert(sizeof(RecvOp) <= GW_REQUEST_PRIVATE_BYTES);
 static_assert(sizeof(SendOp) <= GW_REQUEST_PRIVATE_BYTES);
 
 using Context = MatchContext<RecvOp, InboundMsg>;
+
+// A chunked transfer (wire.hpp, ChunkedHeader) in progress, at either end.
+// Up to kXferSlots chunks are in flight; each slot is one chunk's state.
+constexpr unsigned kXferSlots = 4;
+struct Xfer;
+struct XferSlot {
+    Xfer *x;
+    cuda::PinnedChunk pinned; // device side: the chunk's host copy
+    size_t off = 0, n = 0;
+    void *ucx_req = nullptr; // receiving: UCX's request while posted
+    enum State : uint8_t { FREE, COPYING, WIRE } state = FREE;
+};
+struct Xfer {
+    Engine *engine;
+    bool sending;
+    gw_request_t *req;
+    SendOp *sop;       // sending: the operation completed at the end
+    RecvOp *rop;       // receiving
+    ucp_ep_h ep;       // sending
+    char *buf;         // user memory (host or device)
+    size_t len, chunk;
+    size_t next = 0;   // next chunk offset to start
+    size_t done = 0;   // bytes finished (sent / landed and copied)
+    uint64_t tag;      // UCX tag of the chunks
+    int device;        // GPU of buf, -1 host memory
+    bool discard;      // receiving a truncated message: chunks go nowhere
+    bool paced;        // sending: chunks pass the pacer
+    void *scratch = nullptr; // discarding: where the chunks land
+    gw_status_t status = GW_OK;
+    XferSlot slots[kXferSlots];
+};
 
 // A lock that costs one predictable branch when the application is not
 // multi-threaded.
@@ -203,6 +237,24 @@ private:
     void put_block(void *b);
     void send_done(SendOp *op, ucs_status_t status);
     void flush_acks();
+
+    // Chunked transfers (chunked.cpp).
+    gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
+                                   const void *buf, size_t len, int device, bool paced);
+    void start_chunked_recv(RecvOp *op, const ChunkedHeader &h);
+    void advance_xfers();
+    bool advance(Xfer &x);
+    void start_chunk(Xfer &x, XferSlot &s);
+    void chunk_on_wire(Xfer &x, XferSlot &s);
+    void chunk_done(XferSlot &s, gw_status_t st);
+    static void on_chunk_sent(void *request, ucs_status_t status, void *user_data);
+    static void on_chunk_received(void *request, ucs_status_t status,
+                                  const ucp_tag_recv_info_t *info, void *user_data);
+    void finish_xfer(Xfer *x);
+    void slot_copied(XferSlot &s, bool ok);
+    void abandon_xfers();
+    void free_abandoned();
+    static XferSlot *slot_of_token(void *token);
     bool peer_local(uint32_t peer);
     Protocol choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi);
     int device_of(const void *buf, size_t len);
@@ -218,6 +270,11 @@ private:
     Context *last_context_ = nullptr;
     size_t pulled_ = 0; // messages in the contexts' queues, all contexts
     OrderedQueue<RecvOp> in_ucx_; // receives posted to UCX
+    std::vector<Xfer *> xfers_;    // chunked transfers in progress
+    std::vector<Xfer *> abandoned_; // at teardown, freed after the worker
+    uint64_t next_xfer_id_ = 1;
+    std::unique_ptr<pacing::SteadyClock> clock_;
+    std::optional<pacing::PortPacer> pacer_;
     std::vector<void *> blocks_; // free landing blocks
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;

@@ -19,10 +19,19 @@
 // sender are matched in the one order UCX keeps per endpoint, which is MPI's
 // ordering rule.
 //
+// A D-bit message is one of two kinds, told apart by its exact size:
+//
 // DeviceDescriptor (152 bytes): the sender's process index, the id the
 // receiver acknowledges once its copy is done (AM_SYNC_ACK, an active
 // message: acknowledgements need no ordering), and the IPC blob
 // (cuda/ipc_blob.hpp) naming the payload in the sender's GPU memory.
+//
+// ChunkedHeader (32 bytes): the payload follows in chunks of chunk_bytes
+// (the last one shorter), as tagged messages on context kChunkCtx (never a
+// communicator's), rank field = the sender's process index, tag = the low
+// 23 bits of xfer_id. UCX keeps them in order; the receiver posts them into
+// the user's buffer (host) or into pinned slots it copies to the GPU. Used for
+// device memory staged through pinned host memory, and for paced sends.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +52,7 @@ constexpr uint64_t kTagSignBit = 1ull << (kTagBits - 1);
 constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kTagBits;
 constexpr uint64_t kCtxMask = ((1ull << kCtxBits) - 1) << (kTagBits + kRankBits);
 constexpr uint32_t kMaxCtx = (1u << kCtxBits) - 1;
+constexpr uint32_t kChunkCtx = kMaxCtx; // chunks of chunked transfers only
 constexpr int32_t kMaxRank = (1 << kRankBits) - 1;
 constexpr int32_t kMaxTag = (1 << (kTagBits - 1)) - 1;
 static_assert(kTagBits + kRankBits + kCtxBits == 63);
@@ -106,6 +116,39 @@ inline bool decode_descriptor(const void *bytes, size_t length, DeviceDescriptor
         return false;
     *out = d;
     return true;
+}
+
+constexpr uint32_t kChunkedMagic = 0x48435747u; // "GWCH" in memory order
+constexpr uint32_t kMaxChunkBytes = 1u << 30;
+
+struct ChunkedHeader {
+    uint32_t magic;
+    uint32_t src_peer; // range-checked by the receiver
+    uint64_t xfer_id;
+    uint64_t length;
+    uint32_t chunk_bytes;
+    uint32_t reserved; // must be 0
+};
+static_assert(sizeof(ChunkedHeader) == 32);
+static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
+
+// Reads a chunked-transfer header from untrusted bytes: exact size, magic,
+// reserved zero, a chunk size in (0, kMaxChunkBytes].
+inline bool decode_chunked_header(const void *bytes, size_t length, ChunkedHeader *out)
+{
+    if (bytes == nullptr || length != sizeof(ChunkedHeader)) return false;
+    ChunkedHeader h;
+    std::memcpy(&h, bytes, sizeof(h));
+    if (h.magic != kChunkedMagic || h.reserved != 0 || h.chunk_bytes == 0 ||
+        h.chunk_bytes > kMaxChunkBytes)
+        return false;
+    *out = h;
+    return true;
+}
+
+constexpr uint64_t chunk_tag(uint32_t src_peer, uint64_t xfer_id)
+{
+    return make_send_tag(kChunkCtx, int32_t(src_peer), int32_t(xfer_id & uint64_t(kMaxTag)));
 }
 
 struct SyncAckHeader {

@@ -48,7 +48,7 @@ const char *gw_status_string(gw_status_t status);
 /* Limits of the envelope (it travels in a 64-bit UCX tag): context ids up to
  * GW_MAX_CONTEXT, ranks up to GW_MAX_RANK, tags from -(GW_MAX_TAG+1) to
  * GW_MAX_TAG. */
-#define GW_MAX_CONTEXT 0x7ffff
+#define GW_MAX_CONTEXT 0x7fffe /* 0x7ffff carries chunks of chunked transfers */
 #define GW_MAX_RANK    0xfffff
 #define GW_MAX_TAG     0x7fffff
 
@@ -129,6 +129,15 @@ typedef struct {
     size_t ipc_sync_max;       /* IPC copies up to this size complete synchronously */
     size_t ipc_cache_entries;  /* mapped peer allocations kept, per process */
     size_t ipc_cache_bytes;    /* bytes of mapped peer allocations kept */
+
+    /* Chunked transfers: device memory staged through pinned host memory
+     * (and paced sends) move in chunks of this many bytes. */
+    size_t chunk_bytes;
+    /* Pacing of sends to other nodes: 0 off; else host messages of at least
+     * pace_min_bytes to a peer on another node go in chunks admitted by a
+     * token bucket at this rate (Gb/s), under DCQCN control. */
+    double pace_gbps;
+    size_t pace_min_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -197,6 +206,9 @@ typedef struct {
     uint64_t ipc_sends, staged_sends, ucx_device_sends, device_recvs;
     uint64_t classifier_host_hits, classifier_device_hits, classifier_misses;
     uint64_t ipc_map_hits, ipc_map_misses, ipc_map_evictions;
+    /* chunked transfers (staged device memory, paced sends) started and
+     * received; chunks the pacer held back */
+    uint64_t chunked_sends, chunked_recvs, pacer_deferrals;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */

@@ -1,0 +1,344 @@
+// Chunked transfers (wire.hpp, ChunkedHeader): a header matched like any
+// message, then the payload in chunks on a private tag, at most kXferSlots
+// in flight. A sender of device memory copies each chunk into a pinned slot
+// and sends it from there, so the next chunk's device copy overlaps this
+// one's wire time; a receiver into device memory lands each chunk in a pinned
+// slot and copies it up while the next arrives. A paced sender admits each
+// chunk through the port pacer first. Host memory at either end is sent from
+// and received into directly.
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace gpuwire::engine {
+namespace {
+
+constexpr uint8_t kWaitSend = 0x1;
+constexpr uint8_t kWaitXfer = 0x4;
+
+gw_status_t status_of(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK: return GW_OK;
+    case UCS_ERR_CANCELED: return GW_ERR_CANCELED;
+    case UCS_ERR_MESSAGE_TRUNCATED: return GW_ERR_TRUNCATE;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET: return GW_ERR_UNREACHABLE;
+    default: return GW_ERR_TRANSPORT;
+    }
+}
+
+// Tokens of device copies: a RecvOp (IPC) or a slot, told apart by bit 0.
+void *slot_token(XferSlot *s) { return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(s) | 1); }
+
+} // namespace
+
+XferSlot *Engine::slot_of_token(void *token)
+{
+    auto v = reinterpret_cast<uintptr_t>(token);
+    return (v & 1) ? reinterpret_cast<XferSlot *>(v & ~uintptr_t(1)) : nullptr;
+}
+
+gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
+                                       const void *buf, size_t len, int device, bool paced)
+{
+    (void)peer;
+    auto *x = new (std::nothrow) Xfer;
+    auto *h = static_cast<ChunkedHeader *>(std::malloc(sizeof(ChunkedHeader)));
+    if (!x || !h) {
+        delete x;
+        std::free(h);
+        return GW_ERR_NO_MEMORY;
+    }
+    const uint64_t id = next_xfer_id_++;
+    x->engine = this;
+    x->sending = true;
+    x->req = op->req;
+    x->sop = op;
+    x->rop = nullptr;
+    x->ep = ep;
+    x->buf = static_cast<char *>(const_cast<void *>(buf));
+    x->len = len;
+    x->chunk = params_.chunk_bytes;
+    if (device >= 0) x->chunk = std::min(x->chunk, dev_->pinned_chunk_bytes());
+    x->tag = chunk_tag(params_.my_peer, id);
+    x->device = device;
+    x->discard = false;
+    x->paced = paced;
+    for (XferSlot &s : x->slots) s.x = x;
+    *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk), 0};
+
+    op->side = h;
+    op->waiting = kWaitSend | kWaitXfer;
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    rp.cb.send = &Engine::on_send_done;
+    rp.user_data = op;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag | kDescBit, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+        log(GW_LOG_ERROR, "chunked-transfer header could not be sent: %s",
+            ucs_status_string(UCS_PTR_STATUS(r)));
+        std::free(h);
+        op->side = nullptr;
+        delete x;
+        return status_of(UCS_PTR_STATUS(r));
+    }
+    if (r == nullptr) send_done(op, UCS_OK);
+    ++stats_.chunked_sends;
+    xfers_.push_back(x);
+    advance(*x);
+    return GW_OK;
+}
+
+void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
+{
+    gw_request_t *req = op->req;
+    req->length = h.length;
+    auto *x = new (std::nothrow) Xfer;
+    if (!x) {
+        log(GW_LOG_ERROR, "out of memory receiving a chunked transfer of %llu bytes",
+            (unsigned long long)h.length);
+        complete(req, GW_ERR_NO_MEMORY);
+        return;
+    }
+    x->engine = this;
+    x->sending = false;
+    x->req = req;
+    x->sop = nullptr;
+    x->rop = op;
+    x->ep = nullptr;
+    x->buf = static_cast<char *>(op->buf);
+    x->len = h.length;
+    x->chunk = h.chunk_bytes;
+    x->tag = chunk_tag(h.src_peer, h.xfer_id);
+    x->device = op->device;
+    x->paced = false;
+    x->discard = h.length > op->cap;
+    if (x->discard) {
+        log(GW_LOG_INFO, "message of %llu bytes truncated: receive buffer holds %zu",
+            (unsigned long long)h.length, op->cap);
+        x->status = GW_ERR_TRUNCATE;
+    } else if (x->device >= 0 && (!dev_ || x->chunk > dev_->pinned_chunk_bytes())) {
+        log(GW_LOG_ERROR, "chunks of %zu bytes exceed the pinned staging chunks here; "
+                          "set the same pml_gpuwire_chunk_bytes on every process",
+            x->chunk);
+        x->discard = true;
+        x->status = GW_ERR_TRANSPORT;
+    }
+    if (x->discard) {
+        x->scratch = std::malloc(x->chunk);
+        if (!x->scratch) {
+            delete x;
+            complete(req, GW_ERR_NO_MEMORY);
+            return;
+        }
+    }
+    for (XferSlot &s : x->slots) s.x = x;
+    ++stats_.chunked_recvs;
+    if (!x->discard) stats_.bytes_received += h.length;
+    if (x->device >= 0) ++stats_.device_recvs;
+    xfers_.push_back(x);
+    advance(*x);
+}
+
+// Starts chunks while slots (and the pacer) allow; true when the transfer is over.
+bool Engine::advance(Xfer &x)
+{
+    for (XferSlot &s : x.slots) {
+        if (x.next >= x.len) break;
+        if (s.state != XferSlot::FREE) continue;
+        const size_t n = std::min(x.chunk, x.len - x.next);
+        if (x.paced && pacer_ && !pacer_->admit(n).admitted) {
+            ++stats_.pacer_deferrals;
+            break;
+        }
+        const bool staged = x.device >= 0 && !x.discard;
+        if (staged) {
+            auto c = dev_->acquire_pinned();
+            if (!c) break; // every pinned chunk is on loan: later
+            s.pinned = std::move(*c);
+        }
+        s.off = x.next;
+        s.n = n;
+        x.next += n;
+        start_chunk(x, s);
+    }
+    if (x.done < x.len) return false;
+    for (const XferSlot &s : x.slots)
+        if (s.state != XferSlot::FREE) return false;
+    return true;
+}
+
+void Engine::start_chunk(Xfer &x, XferSlot &s)
+{
+    if (x.sending && x.device >= 0) {
+        // Device to pinned first; chunk_on_wire() once the copy is done.
+        s.state = XferSlot::COPYING;
+        cuda::Status cs = dev_->start_copy(s.pinned.data(), x.buf + s.off, s.n, x.device, {},
+                                           slot_token(&s));
+        if (!cs) {
+            log(GW_LOG_ERROR, "device-to-host copy of a %zu-byte chunk failed: %s", s.n,
+                cs.message().c_str());
+            chunk_done(s, GW_ERR_TRANSPORT);
+        }
+        return;
+    }
+    chunk_on_wire(x, s);
+}
+
+void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
+{
+    s.state = XferSlot::WIRE;
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    rp.user_data = &s;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    if (x.sending) {
+        const void *src = x.device >= 0 ? s.pinned.data() : x.buf + s.off;
+        rp.cb.send = &Engine::on_chunk_sent;
+        ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, src, s.n, x.tag, &rp);
+        if (r == nullptr || UCS_PTR_IS_ERR(r))
+            chunk_done(s, r == nullptr ? GW_OK : status_of(UCS_PTR_STATUS(r)));
+        return;
+    }
+    void *dst = x.discard ? x.scratch : x.device >= 0 ? s.pinned.data() : x.buf + s.off;
+    rp.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.recv = &Engine::on_chunk_received;
+    s.ucx_req = nullptr;
+    ucs_status_ptr_t r =
+        ucp_tag_recv_nbx(worker_, dst, s.n, x.tag, kCtxMask | kRankMask | kTagMask, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+        chunk_done(s, status_of(UCS_PTR_STATUS(r)));
+    } else if (s.state == XferSlot::WIRE) {
+        s.ucx_req = r; // not completed inside the call
+    }
+}
+
+void Engine::on_chunk_sent(void *request, ucs_status_t status, void *user_data)
+{
+    auto *s = static_cast<XferSlot *>(user_data);
+    ucp_request_free(request);
+    s->x->engine->chunk_done(*s, status_of(status));
+}
+
+void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                               void *user_data)
+{
+    auto *s = static_cast<XferSlot *>(user_data);
+    const size_t length = info->length; // info lives in the request
+    ucp_request_free(request);
+    s->ucx_req = nullptr;
+    Xfer &x = *s->x;
+    Engine *e = x.engine;
+    gw_status_t st = status_of(status);
+    if (st == GW_OK && length != s->n) st = GW_ERR_TRANSPORT; // not what the header said
+    if (st == GW_OK && x.device >= 0 && !x.discard) {
+        s->state = XferSlot::COPYING;
+        cuda::Status cs = e->dev_->start_copy(x.buf + s->off, s->pinned.data(), s->n, x.device,
+                                              {}, slot_token(s));
+        if (cs) return; // chunk_done() when the copy is done
+        e->log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s->n,
+               cs.message().c_str());
+        st = GW_ERR_TRANSPORT;
+    }
+    e->chunk_done(*s, st);
+}
+
+void Engine::chunk_done(XferSlot &s, gw_status_t st)
+{
+    Xfer &x = *s.x;
+    if (st != GW_OK && x.status == GW_OK) {
+        x.status = st;
+        log(GW_LOG_ERROR, "chunk at offset %zu of a %zu-byte transfer failed: %s", s.off, x.len,
+            gw_status_string(st));
+    }
+    s.pinned.reset();
+    s.state = XferSlot::FREE;
+    x.done += s.n;
+    s.n = 0;
+}
+
+// A device copy of a slot finished (from progress()).
+void Engine::slot_copied(XferSlot &s, bool ok)
+{
+    Xfer &x = *s.x;
+    if (!ok) {
+        chunk_done(s, GW_ERR_TRANSPORT);
+    } else if (x.sending) {
+        chunk_on_wire(x, s);
+    } else {
+        chunk_done(s, GW_OK);
+    }
+}
+
+void Engine::advance_xfers()
+{
+    for (size_t i = 0; i < xfers_.size();) {
+        Xfer *x = xfers_[i];
+        if (!advance(*x)) {
+            ++i;
+            continue;
+        }
+        xfers_[i] = xfers_.back();
+        xfers_.pop_back();
+        finish_xfer(x);
+    }
+}
+
+void Engine::finish_xfer(Xfer *x)
+{
+    if (x->sending) {
+        SendOp *op = x->sop;
+        if (x->status != GW_OK && op->status == GW_OK) op->status = x->status;
+        op->waiting &= ~kWaitXfer;
+        if (!op->waiting) complete(op->req, op->status);
+    } else {
+        complete(x->req, x->status);
+    }
+    std::free(x->scratch);
+    delete x;
+}
+
+// Teardown: chunk receives still posted are cancelled, pinned slots go back
+// before the pool does, and every transfer completes as cancelled. The
+// records stay until the worker is gone (a chunk send may still call back);
+// the destructor frees them last.
+void Engine::abandon_xfers()
+{
+    for (Xfer *x : xfers_) {
+        for (XferSlot &s : x->slots) {
+            if (!x->sending && s.state == XferSlot::WIRE && s.ucx_req)
+                ucp_request_cancel(worker_, s.ucx_req);
+        }
+    }
+    for (Xfer *x : xfers_) {
+        for (XferSlot &s : x->slots) s.pinned.reset();
+        if (x->sending) {
+            x->sop->status = GW_ERR_CANCELED;
+            x->sop->waiting &= ~kWaitXfer;
+            if (!x->sop->waiting) complete(x->req, GW_ERR_CANCELED);
+        } else {
+            complete(x->req, GW_ERR_CANCELED);
+        }
+    }
+    abandoned_.insert(abandoned_.end(), xfers_.begin(), xfers_.end());
+    xfers_.clear();
+}
+
+void Engine::free_abandoned()
+{
+    for (Xfer *x : abandoned_) {
+        std::free(x->scratch);
+        delete x;
+    }
+    abandoned_.clear();
+}
+
+} // namespace gpuwire::engine
