@@ -69,6 +69,23 @@ static int peer_is_local(void *ctx, uint32_t peer)
     return proc && OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
 }
 
+/* Who sent a device descriptor, by the runtime's tables: the communicator
+ * of that context id, the process behind that rank, and it must be a
+ * process of this job. */
+static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *peer)
+{
+    (void)ctx;
+    ompi_communicator_t *comm = ompi_comm_lookup(comm_ctx);
+    if (NULL == comm || rank < 0 || rank >= ompi_comm_remote_size(comm)) return -1;
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    if (NULL == proc || proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
+        proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers) {
+        return -1;
+    }
+    *peer = proc->super.proc_name.vpid;
+    return 0;
+}
+
 int mca_pml_gpuwire_progress(void)
 {
     return gw_engine_progress(mca_pml_gpuwire.engine);
@@ -91,6 +108,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.err_mode_peer = mca_pml_gpuwire_params.err_handling;
     p.device_support = mca_pml_gpuwire_params.device;
     p.peer_is_local = peer_is_local;
+    p.peer_of_rank = peer_of_rank;
     p.ipc_enabled = mca_pml_gpuwire_params.ipc;
     p.device_sync = mca_pml_gpuwire_params.device_sync;
     p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;

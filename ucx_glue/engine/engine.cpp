@@ -740,6 +740,21 @@ void Engine::on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv
     e->finish_recv(op, status, sender_tag, length);
 }
 
+bool Engine::sender_is(uint64_t sender_tag, uint32_t peer)
+{
+    if (peer >= peers_.size()) return false;
+    if (!params_.peer_of_rank) return true;
+    uint32_t p;
+    if (params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag), &p) != 0 ||
+        p != peer) {
+        log(GW_LOG_ERROR, "a device descriptor names process %u, but rank %d of communicator %u "
+                          "is not that process: dropped", peer, rank_of(sender_tag),
+            ctx_of(sender_tag));
+        return false;
+    }
+    return true;
+}
+
 // UCX delivered a message into op->landing.
 void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length)
 {
@@ -750,7 +765,7 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     if ((sender_tag & kDescBit) && length == sizeof(ChunkedHeader)) [[unlikely]] {
         ChunkedHeader h;
         bool ok = status == UCS_OK && decode_chunked_header(op->landing, length, &h) &&
-                  h.src_peer < peers_.size();
+                  sender_is(sender_tag, h.src_peer);
         if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
@@ -766,7 +781,7 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     if (sender_tag & kDescBit) [[unlikely]] {
         DeviceDescriptor d;
         bool ok = status == UCS_OK && decode_descriptor(op->landing, length, &d) &&
-                  d.src_peer < peers_.size();
+                  sender_is(sender_tag, d.src_peer);
         if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
@@ -988,7 +1003,7 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     if (sr.status == UCS_OK && sr.length == sizeof(ChunkedHeader)) {
         m->kind = InboundMsg::CHUNKED;
         if (!decode_chunked_header(bytes, sr.length, &m->chunked) ||
-            m->chunked.src_peer >= peers_.size()) {
+            !sender_is(info.sender_tag, m->chunked.src_peer)) {
             log(GW_LOG_ERROR, "malformed chunked-transfer header dropped");
             ++stats_.dropped_messages;
             delete m;
@@ -999,7 +1014,7 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     }
     m->kind = InboundMsg::DESC;
     if (sr.status != UCS_OK || !decode_descriptor(bytes, sr.length, &m->desc) ||
-        m->desc.src_peer >= peers_.size()) {
+        !sender_is(info.sender_tag, m->desc.src_peer)) {
         log(GW_LOG_ERROR, "malformed CUDA IPC descriptor (%zu bytes) dropped", sr.length);
         ++stats_.dropped_messages;
         delete m;

@@ -225,6 +225,8 @@ private:
     void post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag);
     void receive_pulled(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    // True when the runtime says (ctx, rank) of this tag is process `peer`.
+    bool sender_is(uint64_t sender_tag, uint32_t peer);
     void deliver_ipc(RecvOp *op, const DeviceDescriptor &d);
     // Takes one message out of UCX (probe with remove); reads a descriptor
     // at once. nullptr when none matches.

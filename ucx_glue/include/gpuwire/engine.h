@@ -122,6 +122,11 @@ typedef struct {
     /* Nonzero when the peer runs on this node (CUDA IPC possible). NULL: only
      * this process itself is local. */
     int (*peer_is_local)(void *ctx, uint32_t peer);
+    /* The process index of rank `rank` of communicator `ctx`, from the
+     * runtime's own tables (0 on success). A device descriptor is used only
+     * when the process it names is the one the runtime says sent it. NULL:
+     * no check. */
+    int (*peer_of_rank)(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *peer);
     int ipc_enabled;           /* nonzero: same-node device messages use CUDA IPC */
     int device_sync;           /* nonzero: before a peer reads a device buffer through IPC,
                                   wait for this process's default-stream work */
