@@ -9,6 +9,7 @@
 #include "opal/mca/base/mca_base_pvar.h"
 #include "pml_gpuwire_datatype.h"
 #include "pml_gpuwire_request.h"
+#include "gpuwire/cuda/pack.h"
 
 _Static_assert(MPI_ANY_SOURCE == GW_ANY_SOURCE, "wildcard source must pass through unchanged");
 _Static_assert(MPI_ANY_TAG == GW_ANY_TAG, "wildcard tag must pass through unchanged");
@@ -76,7 +77,11 @@ static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *pe
 {
     (void)ctx;
     ompi_communicator_t *comm = ompi_comm_lookup(comm_ctx);
-    if (NULL == comm || rank < 0 || rank >= ompi_comm_remote_size(comm)) return -1;
+    if (NULL == comm || rank < 0) return -1;
+    /* Senders are ranks of the remote group: the communicator itself for an
+     * intra-communicator (whose remote size Open MPI reports as 0). */
+    if (rank >= (OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm)))
+        return -1;
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
     if (NULL == proc || proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
         proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers) {
@@ -116,6 +121,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.chunk_bytes = mca_pml_gpuwire_params.chunk_bytes;
     p.pace_gbps = (double)mca_pml_gpuwire_params.pace_mbps / 1000.0;
     p.pace_min_bytes = mca_pml_gpuwire_params.pace_min_bytes;
+    p.recv_window_bytes = mca_pml_gpuwire_params.recv_window_bytes;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
 
@@ -185,7 +191,7 @@ static const char stats_legend[] =
     "sent, recvd: messages (B: bytes); sent by path: host (UCX, host memory), ipc (CUDA IPC, "
     "NVLink where present), staged (GPU memory through host memory), gdr (UCX on GPU memory)\n"
     "rndv out: host messages sent by rendezvous; chunked: sent in chunks (staged device memory, "
-    "paced sends), paced wait: chunks the pacer held back; dev in: received into GPU memory; kind: memory-kind "
+    "paced sends), paced wait: admission attempts the pacer deferred; dev in: received into GPU memory; kind: memory-kind "
     "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)\n"
     "coll (coll gpuwire, 0 where it is not loaded): host collectives passed through, device "
     "reductions run on the GPU, device collectives staged through host memory";
@@ -279,6 +285,7 @@ void mca_pml_gpuwire_close_engine(void)
         gw_engine_destroy(mca_pml_gpuwire.engine);
         mca_pml_gpuwire.engine = NULL;
         OBJ_DESTRUCT(&mca_pml_gpuwire.requests);
+        gw_dev_temp_drain(); /* device temporaries of non-contiguous messages */
     }
     if (mca_pml_gpuwire.peer_addr) {
         for (uint32_t i = 0; i < mca_pml_gpuwire.npeers; ++i) free(mca_pml_gpuwire.peer_addr[i]);

@@ -32,6 +32,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .chunk_bytes = (size_t)4 << 20,
     .pace_mbps = 0,
     .pace_min_bytes = (size_t)1 << 20,
+    .recv_window_bytes = (size_t)64 << 20,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -137,6 +138,13 @@ static int component_register(void)
         c, "pace_min_bytes", "Host messages paced from this size (pml_gpuwire_pace_mbps)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.pace_min_bytes);
+    (void)mca_base_component_var_register(
+        c, "recv_window_bytes",
+        "Receiver-driven admission: bytes of chunks (chunked transfers) this process has "
+        "posted at once, over all senders; chunks move only once posted, so this bounds the "
+        "bytes in flight toward it; 0: no bound",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.recv_window_bytes);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
@@ -164,6 +172,8 @@ static int component_open(void)
          "0 switches pacing off"},
         {"pml_gpuwire_pace_min_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.pace_min_bytes, 1,
          GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_recv_window_bytes", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.recv_window_bytes, 0, (int64_t)1 << 40, "0: no bound"},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

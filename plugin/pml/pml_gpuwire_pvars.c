@@ -35,6 +35,8 @@ static const struct {
      offsetof(gw_engine_stats_t, chunked_sends)},
     {"chunked_recvs", "Chunked transfers received", offsetof(gw_engine_stats_t, chunked_recvs)},
     {"pacer_deferrals", "Chunks the pacer held back", offsetof(gw_engine_stats_t, pacer_deferrals)},
+    {"window_deferrals", "Chunk receives held back by the receive window",
+     offsetof(gw_engine_stats_t, window_deferrals)},
     {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
      offsetof(gw_engine_stats_t, dropped_messages)},
 };

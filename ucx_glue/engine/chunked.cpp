@@ -158,6 +158,14 @@ bool Engine::advance(Xfer &x)
             ++stats_.pacer_deferrals;
             break;
         }
+        // Receiver-driven admission: a chunk is posted (and so moves) only
+        // while the bytes posted over all transfers fit the window; one
+        // chunk always may, or a chunk larger than the window never would.
+        if (!x.sending && params_.recv_window_bytes && recv_posted_bytes_ &&
+            recv_posted_bytes_ + n > params_.recv_window_bytes) {
+            ++stats_.window_deferrals;
+            break;
+        }
         const bool staged = x.device >= 0 && !x.discard;
         if (staged) {
             auto c = dev_->acquire_pinned();
@@ -209,6 +217,8 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
         return;
     }
     void *dst = x.discard ? x.scratch : x.device >= 0 ? s.pinned.data() : x.buf + s.off;
+    recv_posted_bytes_ += s.n;
+    s.counted = true;
     rp.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     rp.cb.recv = &Engine::on_chunk_received;
     s.ucx_req = nullptr;
@@ -261,6 +271,10 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
     }
     s.pinned.reset();
     s.state = XferSlot::FREE;
+    if (s.counted) {
+        recv_posted_bytes_ -= s.n;
+        s.counted = false;
+    }
     x.done += s.n;
     s.n = 0;
 }
@@ -280,6 +294,8 @@ void Engine::slot_copied(XferSlot &s, bool ok)
 
 void Engine::advance_xfers()
 {
+    // Transfers that share the receive window take turns being first.
+    if (xfers_.size() > 1) std::rotate(xfers_.begin(), xfers_.begin() + 1, xfers_.end());
     for (size_t i = 0; i < xfers_.size();) {
         Xfer *x = xfers_[i];
         if (!advance(*x)) {

@@ -99,6 +99,7 @@ struct XferSlot {
     cuda::PinnedChunk pinned; // device side: the chunk's host copy
     size_t off = 0, n = 0;
     void *ucx_req = nullptr; // receiving: UCX's request while posted
+    bool counted = false;    // receiving: in the engine's posted bytes
     enum State : uint8_t { FREE, COPYING, WIRE } state = FREE;
 };
 struct Xfer {
@@ -275,6 +276,7 @@ private:
     std::vector<Xfer *> xfers_;    // chunked transfers in progress
     std::vector<Xfer *> abandoned_; // at teardown, freed after the worker
     uint64_t next_xfer_id_ = 1;
+    size_t recv_posted_bytes_ = 0; // chunk receives posted (recv_window_bytes)
     std::unique_ptr<pacing::SteadyClock> clock_;
     std::optional<pacing::PortPacer> pacer_;
     std::vector<void *> blocks_; // free landing blocks

@@ -143,6 +143,12 @@ typedef struct {
      * token bucket at this rate (Gb/s), under DCQCN control. */
     double pace_gbps;
     size_t pace_min_bytes;
+    /* Receiver-driven admission: chunk receives posted at once, over all
+     * incoming chunked transfers, stay within this many bytes (chunks move
+     * by UCX rendezvous only once posted, so this bounds the bytes in flight
+     * toward this process from all senders). 0: no bound beyond the per
+     * transfer slots. */
+    size_t recv_window_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -214,6 +220,8 @@ typedef struct {
     /* chunked transfers (staged device memory, paced sends) started and
      * received; chunks the pacer held back */
     uint64_t chunked_sends, chunked_recvs, pacer_deferrals;
+    /* chunk receives held back by the receive window */
+    uint64_t window_deferrals;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
