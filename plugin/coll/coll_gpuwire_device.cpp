@@ -4,6 +4,7 @@
 #include <ucm/api/ucm.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -131,22 +132,32 @@ class StagingCache {
     size_t plain_ = 0;
 };
 
-// Device scratch of the GPU collectives: per GPU, at most one idle buffer is
-// kept (the largest asked for so far); a request it cannot serve, or one
-// made while it is lent (another thread), gets a buffer of its own, which
-// replaces the idle one when given back if it is larger. cudaFree
-// synchronises the device, so buffers are kept rather than freed per call.
+// Device scratch of the GPU collectives: per GPU, at most kKeep idle buffers
+// are kept (the largest given back). A reduction holds at most two at once:
+// its algorithm's scratch and the temporaries for buffers it cannot use in
+// place (host memory, another GPU). A request is served by the smallest idle
+// buffer large enough, else by a buffer of its own, which on its return
+// replaces the smallest idle one if it is larger. cudaFree synchronises the
+// device, so buffers are kept rather than freed per call.
 // Not synchronised: the owner's lock serialises get and put.
 class ScratchCache {
   public:
+    static constexpr size_t kKeep = 2;
+
     int get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
     {
         if (gpu < 0) return fail(why, why_len, "device scratch: no GPU given");
         if (static_cast<size_t>(gpu) >= idle_.size()) idle_.resize(gpu + 1);
-        std::unique_ptr<cu::DeviceBuffer> &idle = idle_[gpu];
+        auto &idle = idle_[gpu];
+        std::unique_ptr<cu::DeviceBuffer> *best = nullptr;
+        for (auto &slot : idle) {
+            if (slot && slot->size() >= len && (!best || slot->size() < (*best)->size())) {
+                best = &slot;
+            }
+        }
         std::unique_ptr<cu::DeviceBuffer> b;
-        if (idle && idle->size() >= len) {
-            b = std::move(idle);
+        if (best) {
+            b = std::move(*best);
         } else {
             size_t want = 1 << 20;
             while (want < len && want < (SIZE_MAX >> 1)) want <<= 1;
@@ -167,13 +178,21 @@ class ScratchCache {
         if (!b) return;
         const int gpu = b->device();
         if (static_cast<size_t>(gpu) >= idle_.size()) idle_.resize(gpu + 1);
-        std::unique_ptr<cu::DeviceBuffer> &idle = idle_[gpu];
-        if (!idle || idle->size() < b->size()) idle = std::move(b);
+        auto &idle = idle_[gpu];
+        std::unique_ptr<cu::DeviceBuffer> *smallest = nullptr;
+        for (auto &slot : idle) {
+            if (!slot) {
+                smallest = &slot;
+                break;
+            }
+            if (!smallest || slot->size() < (*smallest)->size()) smallest = &slot;
+        }
+        if (!*smallest || (*smallest)->size() < b->size()) *smallest = std::move(b);
         // Otherwise b is freed here.
     }
 
   private:
-    std::vector<std::unique_ptr<cu::DeviceBuffer>> idle_;
+    std::vector<std::array<std::unique_ptr<cu::DeviceBuffer>, kKeep>> idle_;
 };
 
 // The classifier an unmap must reach; null until it exists. The UCM handler

@@ -26,12 +26,34 @@
  * round differently from another algorithm's order, as with Open MPI's own
  * ring; every rank receives the same bits.
  *
- * When it declines (accepts() below), the call goes on to the staged path.
- * Every rank of a call must decide alike, so the decision uses this rank's
- * memory kinds under the rule that a call's buffers are device memory on
- * every rank or on none (see docs/coll.md); coll_gpuwire_reduce_algorithm
- * staged turns it off.
+ * Every rank of a call must take the same algorithm, or the call hangs. The
+ * dispatch brings a rank here only when at least one of its significant
+ * buffers is device memory; accepts() below then decides from what MPI
+ * makes identical on every rank (the collective, blocking or not, op,
+ * datatype, the algorithm parameter, the pml). So every rank that passes
+ * device memory anywhere runs the ring, whatever its other buffer is: a
+ * buffer the ring cannot use as it is (host memory, another GPU's memory)
+ * is replaced by a temporary on this rank's GPU, copied in before the call
+ * where the call reads it and copied out after it where the call writes it.
+ * When it declines, every such rank goes on to the staged path.
+ *
+ * What stays inconsistent without communication: a rank whose significant
+ * buffers are all host memory passes through to the host module while ranks
+ * with device memory run the ring (an MPI_IN_PLACE root of MPI_Reduce with a
+ * host buffer, non-roots of MPI_Reduce with host send buffers while the root
+ * receives into device memory). Such programs need
+ * coll_gpuwire_reduce_algorithm staged, which sends every rank to Open MPI's
+ * host algorithm (docs/coll.md). An agreement between ranks would cost a
+ * host collective on every host reduction, which the host path must not pay.
+ *
+ * Regions with gaps never reach the ring: the datatypes it accepts are
+ * predefined, without padding (table_ids), and the same on every rank
+ * (MPI's rule for predefined ops; Open MPI refuses a predefined op on a
+ * derived datatype), so every region of an accepted call is dense. A
+ * derived datatype with gaps comes with a user-defined op, and a padded
+ * pair (MPI_SHORT_INT) is declined by its type: every rank declines alike.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,12 +137,16 @@ static bool table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop
     if (base < 0 || NULL == op->o_func.intrinsic.fns[base]) return false;
     const int o = table_op(op), t = table_type_of_base(base);
     if (o < 0 || t < 0 || !gw_coll_reduce_supported(o, t)) return false;
-    /* Elements are moved whole: no trailing padding (MPI_DOUBLE_INT, ...),
-     * whose bytes the call may not write, and the table's layout. */
+    /* Elements are moved whole: no padding, trailing (MPI_DOUBLE_INT, ...)
+     * or inside (MPI_SHORT_INT), whose bytes the call may not write, and
+     * the table's layout. So every region of an accepted call is dense, on
+     * every rank alike: density is the datatype's, not the buffer's. */
     ptrdiff_t lb, extent, true_lb, true_extent;
+    size_t size = 0;
     ompi_datatype_get_extent(dt, &lb, &extent);
     ompi_datatype_get_true_extent(dt, &true_lb, &true_extent);
-    if (lb != 0 || true_lb != 0 || true_extent != extent ||
+    ompi_datatype_type_size(dt, &size);
+    if (lb != 0 || true_lb != 0 || true_extent != extent || (size_t)extent != size ||
         (size_t)extent != gw_reduce_type_size(t)) {
         return false;
     }
@@ -498,52 +524,157 @@ static int tag_of(gw_coll_id_t id)
     }
 }
 
+/* The dispatch asks only when a significant buffer of this rank is device
+ * memory. Nothing here may depend on this rank's buffers: other ranks of the
+ * call decide from the same arguments (see the comment at the top). */
 static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
+    (void)r;
     const int algo = mca_coll_gpuwire.reduce_algorithm;
     if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
     if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
     int op, type;
-    if (!table_ids(a->op, a->dtype, &op, &type)) return false;
-    /* Every significant buffer on one GPU, without gaps. */
-    int gpu = -1;
+    return table_ids(a->op, a->dtype, &op, &type);
+}
+
+/* ------------------------------------------------------------------------
+ * Buffers the ring cannot use as they are
+ * ------------------------------------------------------------------------ */
+
+/* Temporaries on this rank's GPU for the regions that are host memory or
+ * another GPU's memory; one scratch allocation holds them all. */
+typedef struct {
+    gw_coll_dev_buf_t buf;
+    char *tmp[GW_REGION_COUNT]; /* NULL: the application's buffer is used */
+} temps_t;
+
+static bool usable_as_is(const ctx_t *c, const gw_coll_region_t *r)
+{
+    return r->hi <= r->lo || (r->on_gpu && r->gpu == c->gpu && r->dense);
+}
+
+/* The GPU whose stream and scratch the call uses: the receive buffer's when
+ * it is device memory, else the send buffer's. */
+static int gpu_of(const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
+    if (rr->hi > rr->lo && rr->on_gpu) return rr->gpu;
+    if (sr->hi > sr->lo && sr->on_gpu) return sr->gpu;
+    return -1;
+}
+
+/* Points eff's buffers at temporaries where the ring cannot use the
+ * application's, and copies in what the call reads. Waits for the copies:
+ * the pml may read a temporary as soon as the ring starts. */
+static int temps_in(ctx_t *c, const gw_coll_region_t r[GW_REGION_COUNT], gw_coll_args_t *eff,
+                    temps_t *t)
+{
+    const size_t align = 256;
+    size_t at[GW_REGION_COUNT] = {0}, total = 0;
+    memset(t, 0, sizeof(*t));
     for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (r[i].hi <= r[i].lo) continue;
-        if (!r[i].on_gpu || !r[i].dense || (gpu >= 0 && r[i].gpu != gpu)) return false;
-        gpu = r[i].gpu;
+        if (usable_as_is(c, &r[i])) continue;
+        if (!r[i].dense) {
+            snprintf(c->why, sizeof(c->why),
+                     "a buffer with gaps reached the device reduction (a datatype check is "
+                     "missing); set coll_gpuwire_reduce_algorithm staged");
+            return fail(c, "layout");
+        }
+        at[i] = total;
+        total += (gw_region_bytes(&r[i]) + align - 1) / align * align;
     }
-    return gpu >= 0;
+    if (0 == total) return OMPI_SUCCESS;
+    int err = scratch(c, total, &t->buf);
+    if (OMPI_SUCCESS != err) return err;
+    uint64_t ticket = 0;
+    bool copying = false;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (usable_as_is(c, &r[i])) continue;
+        t->tmp[i] = (char *)t->buf.ptr + at[i];
+        /* The datatype's displacements start at lo: the pointer the ring
+         * gets is moved back by lo, as the staged path's host view. */
+        char *view = t->tmp[i] - r[i].lo;
+        if (GW_REGION_SEND == i) {
+            eff->sbuf = view;
+        } else {
+            eff->rbuf = view;
+        }
+        if (r[i].flags & GW_STAGE_IN) {
+            err = copy_start(c, t->tmp[i], (const char *)r[i].user + r[i].lo,
+                             gw_region_bytes(&r[i]) / c->es, &ticket);
+            if (OMPI_SUCCESS != err) return err;
+            copying = true;
+        }
+    }
+    return copying ? wait_ticket(c, ticket) : OMPI_SUCCESS;
+}
+
+/* Copies the temporaries the call wrote back into the application's
+ * buffers and waits for the copies. */
+static int temps_out(ctx_t *c, const gw_coll_region_t r[GW_REGION_COUNT], const temps_t *t)
+{
+    uint64_t ticket = 0;
+    bool copying = false;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (NULL == t->tmp[i] || !(r[i].flags & GW_STAGE_OUT)) continue;
+        int err = copy_start(c, (char *)r[i].user + r[i].lo, t->tmp[i],
+                             gw_region_bytes(&r[i]) / c->es, &ticket);
+        if (OMPI_SUCCESS != err) return err;
+        copying = true;
+    }
+    return copying ? wait_ticket(c, ticket) : OMPI_SUCCESS;
 }
 
 static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                          gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    ctx_t c = {.a = a, .comm = a->comm, .tag = tag_of(a->id)};
+    gw_coll_args_t eff = *a; /* the buffers the ring works on */
+    ctx_t c = {.a = &eff, .comm = a->comm, .tag = tag_of(a->id)};
     if (!table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
     c.es = gw_reduce_type_size(c.type);
     c.me = ompi_comm_rank(a->comm);
     c.n = ompi_comm_size(a->comm);
-    c.gpu = r[GW_REGION_RECV].hi > r[GW_REGION_RECV].lo ? r[GW_REGION_RECV].gpu
-                                                        : r[GW_REGION_SEND].gpu;
+    c.gpu = gpu_of(r);
+    if (c.gpu < 0) {
+        snprintf(c.why, sizeof(c.why), "no buffer of this rank is device memory (a dispatch "
+                 "error); set coll_gpuwire_reduce_algorithm staged");
+        return fail(&c, "dispatch");
+    }
     size_t seg = mca_coll_gpuwire.reduce_segment_bytes / c.es;
     const size_t max_seg = ((size_t)1 << 30) / c.es; /* int byte counts */
     c.seg_elems = seg < 1 ? 1 : seg > max_seg ? max_seg : seg;
 
-    if (mca_coll_gpuwire.device_sync &&
-        0 != gw_coll_device_wait_user(c.gpu, c.why, sizeof(c.why))) {
-        return fail(&c, "device sync");
+    /* The application's work on the default stream of every GPU the call
+     * reads or writes comes first. */
+    if (mca_coll_gpuwire.device_sync) {
+        int synced[GW_REGION_COUNT], nsynced = 0;
+        for (int i = 0; i < GW_REGION_COUNT; ++i) {
+            if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
+            bool seen = false;
+            for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
+            if (seen) continue;
+            if (0 != gw_coll_device_wait_user(r[i].gpu, c.why, sizeof(c.why))) {
+                return fail(&c, "device sync");
+            }
+            synced[nsynced++] = r[i].gpu;
+        }
     }
     __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
-    int err;
-    switch (a->id) {
-    case GW_COLL_ALLREDUCE: err = run_allreduce_or_reduce(&c, false); break;
-    case GW_COLL_REDUCE: err = run_allreduce_or_reduce(&c, true); break;
-    case GW_COLL_REDUCE_SCATTER: err = run_reduce_scatter(&c, false); break;
-    case GW_COLL_REDUCE_SCATTER_BLOCK: err = run_reduce_scatter(&c, true); break;
-    case GW_COLL_SCAN: err = run_scan(&c, false); break;
-    case GW_COLL_EXSCAN: err = run_scan(&c, true); break;
-    default: err = OMPI_ERR_NOT_SUPPORTED; break;
+    temps_t t;
+    int err = temps_in(&c, r, &eff, &t);
+    if (OMPI_SUCCESS == err) {
+        switch (a->id) {
+        case GW_COLL_ALLREDUCE: err = run_allreduce_or_reduce(&c, false); break;
+        case GW_COLL_REDUCE: err = run_allreduce_or_reduce(&c, true); break;
+        case GW_COLL_REDUCE_SCATTER: err = run_reduce_scatter(&c, false); break;
+        case GW_COLL_REDUCE_SCATTER_BLOCK: err = run_reduce_scatter(&c, true); break;
+        case GW_COLL_SCAN: err = run_scan(&c, false); break;
+        case GW_COLL_EXSCAN: err = run_scan(&c, true); break;
+        default: err = OMPI_ERR_NOT_SUPPORTED; break;
+        }
     }
+    if (OMPI_SUCCESS == err) err = temps_out(&c, r, &t);
+    gw_coll_scratch_put(&t.buf);
     free(c.reqs);
     return err;
 }

@@ -97,7 +97,10 @@ typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
 
 typedef struct {
     const char *name;
-    /* Whether this algorithm runs the call; NULL: always. */
+    /* Whether this algorithm runs the call; NULL: always. Asked on every
+     * rank that has device memory in the call: an algorithm whose ranks
+     * must all take part (the device reductions) decides only from what is
+     * identical on every rank, never from this rank's regions. */
     bool (*accepts)(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT]);
     int (*run)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);

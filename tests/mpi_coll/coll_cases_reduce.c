@@ -115,13 +115,15 @@ void case_reduce(MPI_Comm comm, bool nb)
                     const bool in_place = ip && me == root;
                     tbuf_t sb = {0}, rb = {0};
                     if (!in_place) {
-                        tbuf_alloc(&sb, op->type, c, mem_send);
+                        tbuf_alloc(&sb, op->type, c,
+                                   me == root ? mem_send : lone_buffer_kind(mem_send, nb));
                         fill_inputs(&sb, op->id, s, me, c);
                         tbuf_push(&sb);
                     }
                     unsigned char *expect = NULL;
                     if (me == root) {
-                        tbuf_alloc(&rb, op->type, c, mem_recv);
+                        tbuf_alloc(&rb, op->type, c,
+                                   in_place ? lone_buffer_kind(mem_recv, nb) : mem_recv);
                         if (in_place) fill_inputs(&rb, op->id, s, me, c);
                         tbuf_push(&rb);
                         expect = tbuf_snapshot(&rb);
@@ -176,7 +178,10 @@ static void run_reduce_scatter(MPI_Comm comm, bool nb, bool block)
                          block ? "_block" : "", op->name, c, ip ? " in place" : "", n);
                 tbuf_t sb = {0}, rb;
                 if (!ip) {
-                    tbuf_alloc(&sb, op->type, total, mem_send);
+                    /* With an empty block of its own the send buffer is
+                     * this rank's only significant buffer. */
+                    tbuf_alloc(&sb, op->type, total,
+                               mine == 0 ? lone_buffer_kind(mem_send, nb) : mem_send);
                     fill_inputs(&sb, op->id, s, me, total);
                     tbuf_push(&sb);
                 }

@@ -24,6 +24,9 @@ const long tcounts[] = {0, 1, 7, 40000};
 int ntcounts = sizeof(tcounts) / sizeof(tcounts[0]);
 char tctx[256] = "";
 static const char *skip_reason = NULL;
+/* Whether a rank may pass only host buffers to a blocking reduction whose
+ * other ranks pass device memory (lone_buffer_kind). */
+static bool lone_host_allowed = true;
 
 void tctx_set(const char *fmt, ...)
 {
@@ -376,7 +379,7 @@ void harness_init(int *argc, char ***argv)
         mem_send = mem_recv = MEM_DEVICE;
     } else if (strcmp(mode, "managed") == 0) {
         mem_send = mem_recv = MEM_MANAGED;
-    } else if (strcmp(mode, "mixed") == 0) {
+    } else if (strcmp(mode, "mixed") == 0 || strcmp(mode, "mixedstaged") == 0) {
         mem_send = MEM_DEVICE;
         mem_recv = MEM_HOST;
     } else if (strcmp(mode, "fakedev") == 0) {
@@ -384,12 +387,20 @@ void harness_init(int *argc, char ***argv)
     } else if (strcmp(mode, "fakedevrw") == 0) {
         mem_send = mem_recv = MEM_FAKEDEV_RW;
     } else if (strcmp(mode, "fakemixed") == 0) {
+        /* Device memory the pml can carry: the GPU reductions run on it. */
+        mem_send = MEM_FAKEDEV_RW;
+        mem_recv = MEM_HOST;
+    } else if (strcmp(mode, "fakemixedstaged") == 0) {
         mem_send = MEM_FAKEDEV;
         mem_recv = MEM_HOST;
     } else {
         mt_fail(__FILE__, __LINE__,
-                "unknown mode %s (host, device, managed, mixed, fakedev, fakedevrw, fakemixed)", mode);
+                "unknown mode %s (host, device, managed, mixed, mixedstaged, fakedev, fakedevrw, "
+                "fakemixed, fakemixedstaged)",
+                mode);
     }
+    const size_t len = strlen(mode);
+    lone_host_allowed = mem_send == mem_recv || (len > 6 && strcmp(mode + len - 6, "staged") == 0);
     const bool cuda_mode = mem_send == MEM_DEVICE || mem_send == MEM_MANAGED ||
                            mem_recv == MEM_DEVICE || mem_recv == MEM_MANAGED;
 #ifdef GW_COLL_DEVICE
@@ -421,6 +432,12 @@ void harness_init(int *argc, char ***argv)
 }
 
 const char *harness_skip_reason(void) { return skip_reason; }
+
+enum mem_kind lone_buffer_kind(enum mem_kind k, bool nb)
+{
+    if (nb || lone_host_allowed || k != MEM_HOST) return k;
+    return mem_send != MEM_HOST ? mem_send : mem_recv;
+}
 
 void harness_fini(void)
 {

@@ -5,12 +5,18 @@
  * blocking and non-blocking, on MPI_COMM_WORLD and on the halves of an
  * MPI_Comm_split with reversed rank order (a single-rank half on odd sizes).
  *
- *   coll_main [host|device|managed|mixed]
+ *   coll_main [host|device|managed|mixed|mixedstaged|fakedev|fakedevrw|
+ *              fakemixed|fakemixedstaged]
  *
  * host: every buffer in host memory. device / managed: every buffer from
  * cudaMalloc / cudaMallocManaged. mixed: send buffers on the GPU, receive
  * buffers in host memory on MPI_COMM_WORLD, and the other way round on the
- * split. The GPU modes exit 77 (skipped) without a usable GPU.
+ * split; a rank whose only buffer of a blocking reduction would be host
+ * memory while others pass device memory gets device memory (see
+ * lone_buffer_kind); mixedstaged keeps that shape too and runs under
+ * coll_gpuwire_reduce_algorithm staged. fake*: the same over the simulated
+ * GPU of coll "gpuwirefake" (fake_device.c). The GPU modes exit 77 (skipped)
+ * without a usable GPU.
  */
 #include <stdlib.h>
 #include <string.h>
