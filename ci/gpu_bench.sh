@@ -37,15 +37,21 @@ osu() { # osu <name> <mpirun prefix...> -- <program and args>
 }
 val() { awk -v s="$2" '$1==s {print $2}' "/tmp/osu_$1.txt" | head -1; }
 if [ -x "$OSU/osu_latency" ]; then
+    # With one GPU, D D runs put both ranks on it (150 us context switches per
+    # message without MPS): only the same-GPU, staged and validated ones run.
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
     for dirs in "D D" "H D" "D H"; do
         tag=$(echo "$dirs" | tr -d ' ')
+        [ "$tag" = DD ] && [ "$NGPU" -lt 2 ] && continue
         osu "lat_$tag" $GW -- "$OSU/osu_latency" -d cuda -m 1:4194304 -i 3000 -x 300 $dirs
     done
     osu lat_DD_samegpu $GW -x CUDA_VISIBLE_DEVICES=0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 3000 -x 300 D D
     osu lat_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 2000 -x 200 D D
     osu lat_DD_check $GW -- "$OSU/osu_latency" -d cuda -c -m 1:4194304 -i 20 -x 5 D D
-    osu bw_DD $GW -- "$OSU/osu_bw" -d cuda -m 4096:268435456 D D
-    osu bibw_DD $GW -- "$OSU/osu_bibw" -d cuda -m 4096:268435456 D D
+    if [ "$NGPU" -ge 2 ]; then
+        osu bw_DD $GW -- "$OSU/osu_bw" -d cuda -m 4096:268435456 D D
+        osu bibw_DD $GW -- "$OSU/osu_bibw" -d cuda -m 4096:268435456 D D
+    fi
     osu bw_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
     osu bw_HD $GW -- "$OSU/osu_bw" -d cuda -m 4096:67108864 H D
     osu lat_HH_gpuwire $GW -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
