@@ -762,36 +762,29 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
-    if ((sender_tag & kDescBit) && length == sizeof(ChunkedHeader)) [[unlikely]] {
-        ChunkedHeader h;
-        bool ok = status == UCS_OK && decode_chunked_header(op->landing, length, &h) &&
-                  sender_is(sender_tag, h.src_peer);
-        if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
-        release_landing(op);
-        if (!ok) {
-            log(GW_LOG_ERROR, "malformed chunked-transfer header dropped");
-            ++stats_.dropped_messages;
-            req->length = 0;
-            complete(req, GW_ERR_TRANSPORT);
-            return;
-        }
-        start_chunked_recv(op, h);
-        return;
-    }
     if (sender_tag & kDescBit) [[unlikely]] {
+        // A device descriptor or a chunked-transfer header, told apart by size.
         DeviceDescriptor d;
-        bool ok = status == UCS_OK && decode_descriptor(op->landing, length, &d) &&
-                  sender_is(sender_tag, d.src_peer);
+        ChunkedHeader h;
+        const bool chunked = length == sizeof(ChunkedHeader);
+        bool ok = status == UCS_OK &&
+                  (chunked ? decode_chunked_header(op->landing, length, &h) &&
+                                 sender_is(sender_tag, h.src_peer)
+                           : decode_descriptor(op->landing, length, &d) &&
+                                 sender_is(sender_tag, d.src_peer));
         if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
-            log(GW_LOG_ERROR, "malformed CUDA IPC descriptor (%zu bytes) dropped", length);
+            log(GW_LOG_ERROR, "malformed %s (%zu bytes) dropped",
+                chunked ? "chunked-transfer header" : "CUDA IPC descriptor", length);
             ++stats_.dropped_messages;
             req->length = 0;
             complete(req, GW_ERR_TRANSPORT);
-            return;
+        } else if (chunked) {
+            start_chunked_recv(op, h);
+        } else {
+            deliver_ipc(op, d);
         }
-        deliver_ipc(op, d);
         return;
     }
     req->length = length;
