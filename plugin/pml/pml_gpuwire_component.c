@@ -51,57 +51,6 @@ __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_compon
     .pmlm_finalize = component_finalize,
 };
 
-static int component_register(void);
-static int component_open(void);
-static int component_close(void);
-static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
-                                             bool enable_mpi_threads);
-static int component_finalize(void);
-
-mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
-    .priority = 5,
-    .verbose = 0,
-    .rndv_threshold = 0,
-    .err_handling = false,
-    .stats = false,
-    .device = true,
-    .ipc = true,
-    .device_sync = true,
-    .ipc_threshold = 0,
-    .ipc_sync_max = 16384,
-    .ipc_cache_entries = 512,
-    .ipc_cache_bytes = (size_t)64 << 30,
-    .chunk_bytes = (size_t)4 << 20,
-    .pace_mbps = 0,
-    .pace_min_bytes = (size_t)1 << 20,
-    .recv_window_bytes = (size_t)64 << 20,
-};
-
-__attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
-    .pmlm_version = {
-        GW_PML_BASE_VERSION,
-        .mca_component_name = "gpuwire",
-        MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
-        .mca_open_component = component_open,
-        .mca_close_component = component_close,
-        .mca_register_component_params = component_register,
-    },
-    .pmlm_data = {
-        .param_field = MCA_BASE_METADATA_PARAM_NONE,
-    },
-    .pmlm_init = component_init,
-    .pmlm_finalize = component_finalize,
-};
-
-/* Registers one read-only parameter of this component. */
-static void reg(const char *name, const char *help, mca_base_var_type_t type, int level,
-                void *storage)
-{
-    (void)mca_base_component_var_register(&mca_pml_gpuwire_component.pmlm_version, name, help,
-                                          type, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
-                                          storage);
-}
-
 static int component_register(void)
 {
     /* First, before anything touches Open MPI's structures: is this the
@@ -112,79 +61,90 @@ static int component_register(void)
 
     mca_base_component_t *c = &mca_pml_gpuwire_component.pmlm_version;
     (void)mca_base_component_var_register(
+        c, "priority", "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); "
+                       "--mca pml gpuwire selects it whatever the priority",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.priority);
+    (void)mca_base_component_var_register(
         c, "verbose", "Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_pml_gpuwire_params.verbose);
-    static const struct {
-        const char *name, *help;
-        mca_base_var_type_t type;
-        int level;
-        void *storage;
-    } params[] = {
-        {"priority",
-         "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); "
-         "--mca pml gpuwire selects it whatever the priority",
-         MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_3, &mca_pml_gpuwire_params.priority},
-        {"rndv_threshold",
-         "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
-         "decide (UCX_RNDV_THRESH)",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.rndv_threshold},
-        {"err_handling",
-         "Detect failed peers (UCX peer error handling): a dead peer becomes an MPI error "
-         "instead of a hang, at a small cost per message",
-         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.err_handling},
-        {"stats",
-         "At finalize, print one table (from process 0) of every process's messages and bytes, "
-         "messages by path and cache hits and misses; 0: nothing is collected",
-         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_3, &mca_pml_gpuwire_params.stats},
-        {"device",
-         "Accept GPU buffers (CUDA) when a GPU and its driver are present",
-         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_3, &mca_pml_gpuwire_params.device},
-        {"ipc",
-         "Move device buffers between processes of one node with CUDA IPC "
-                   "(over NVLink where present); off: staged through host memory",
-         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, &mca_pml_gpuwire_params.ipc},
-        {"device_sync",
-         "Before another process reads a device buffer through CUDA IPC, wait for work this "
-         "process queued on the legacy default stream (makes cudaMemcpy followed by MPI_Send "
-         "safe; about 1-2 us per message); 0 when the application synchronizes itself",
-         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, &mca_pml_gpuwire_params.device_sync},
-        {"ipc_threshold",
-         "Device messages of at least this many bytes use CUDA IPC",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.ipc_threshold},
-        {"ipc_sync_max",
-         "CUDA IPC copies up to this many bytes are waited for at once (lowest latency); "
-         "larger ones complete in the background so several overlap",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.ipc_sync_max},
-        {"ipc_cache_entries",
-         "Peer GPU allocations kept mapped per process (LRU)",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.ipc_cache_entries},
-        {"ipc_cache_bytes",
-         "Bytes of peer GPU allocations kept mapped per process (LRU)",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.ipc_cache_bytes},
-        {"chunk_bytes",
-         "Chunk size of chunked transfers: device memory staged through pinned host memory "
-         "(no CUDA IPC, no CUDA-capable UCX) and paced sends; the same on every process",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.chunk_bytes},
-        {"pace_mbps",
-         "Pacing toward other nodes: 0 off; else host messages of at least "
-         "pml_gpuwire_pace_min_bytes to a process on another node go in chunks admitted at "
-         "this rate (Mb/s), lowered by DCQCN on congestion notifications",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_4, &mca_pml_gpuwire_params.pace_mbps},
-        {"pace_min_bytes",
-         "Host messages paced from this size (pml_gpuwire_pace_mbps)",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.pace_min_bytes},
-        {"recv_window_bytes",
-         "Receiver-driven admission: bytes of chunks (chunked transfers) this process has "
-         "posted at once, over all senders; chunks move only once posted, so this bounds the "
-         "bytes in flight toward it; 0: no bound",
-         MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, &mca_pml_gpuwire_params.recv_window_bytes},
-    };
-    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); ++i) {
-        (void)mca_base_component_var_register(c, params[i].name, params[i].help, params[i].type,
-                                              NULL, 0, 0, params[i].level,
-                                              MCA_BASE_VAR_SCOPE_READONLY, params[i].storage);
-    }
+    (void)mca_base_component_var_register(
+        c, "rndv_threshold",
+        "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
+        "decide (UCX_RNDV_THRESH)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.rndv_threshold);
+    (void)mca_base_component_var_register(
+        c, "err_handling",
+        "Detect failed peers (UCX peer error handling): a dead peer becomes an MPI error "
+        "instead of a hang, at a small cost per message",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.err_handling);
+    (void)mca_base_component_var_register(
+        c, "stats",
+        "At finalize, print one table (from process 0) of every process's messages and bytes, "
+        "messages by path and cache hits and misses; 0: nothing is collected",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.stats);
+    (void)mca_base_component_var_register(
+        c, "device", "Accept GPU buffers (CUDA) when a GPU and its driver are present",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.device);
+    (void)mca_base_component_var_register(
+        c, "ipc", "Move device buffers between processes of one node with CUDA IPC "
+                  "(over NVLink where present); off: staged through host memory",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc);
+    (void)mca_base_component_var_register(
+        c, "device_sync",
+        "Before another process reads a device buffer through CUDA IPC, wait for work this "
+        "process queued on the legacy default stream (makes cudaMemcpy followed by MPI_Send "
+        "safe; about 1-2 us per message); 0 when the application synchronizes itself",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.device_sync);
+    (void)mca_base_component_var_register(
+        c, "ipc_threshold", "Device messages of at least this many bytes use CUDA IPC",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_threshold);
+    (void)mca_base_component_var_register(
+        c, "ipc_sync_max",
+        "CUDA IPC copies up to this many bytes are waited for at once (lowest latency); "
+        "larger ones complete in the background so several overlap",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_sync_max);
+    (void)mca_base_component_var_register(
+        c, "ipc_cache_entries", "Peer GPU allocations kept mapped per process (LRU)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_cache_entries);
+    (void)mca_base_component_var_register(
+        c, "ipc_cache_bytes", "Bytes of peer GPU allocations kept mapped per process (LRU)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.ipc_cache_bytes);
+    (void)mca_base_component_var_register(
+        c, "chunk_bytes",
+        "Chunk size of chunked transfers: device memory staged through pinned host memory "
+        "(no CUDA IPC, no CUDA-capable UCX) and paced sends; the same on every process",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.chunk_bytes);
+    (void)mca_base_component_var_register(
+        c, "pace_mbps",
+        "Pacing toward other nodes: 0 off; else host messages of at least "
+        "pml_gpuwire_pace_min_bytes to a process on another node go in chunks admitted at "
+        "this rate (Mb/s), lowered by DCQCN on congestion notifications",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_mbps);
+    (void)mca_base_component_var_register(
+        c, "pace_min_bytes", "Host messages paced from this size (pml_gpuwire_pace_mbps)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_min_bytes);
+    (void)mca_base_component_var_register(
+        c, "recv_window_bytes",
+        "Receiver-driven admission: bytes of chunks (chunked transfers) this process has "
+        "posted at once, over all senders; chunks move only once posted, so this bounds the "
+        "bytes in flight toward it; 0: no bound",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.recv_window_bytes);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
