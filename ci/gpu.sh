@@ -4,6 +4,10 @@
 # print a short table last.
 #   device run: carry [".deps"] (made by ci/deps_for_gpu.sh), optional ".ref"
 #   with reference programs built elsewhere. Usage: ci/gpu.sh [quick]
+#   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu".
+#   At most 8 files land in $OUT (the GPU machine returns no more): build.log
+#   (machine first), ctest.log, bench.txt, bench_summary.txt, floor.txt, osu.txt,
+#   sanitizer.txt and report.tar (ci/report.sh's tables and raw data).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,24 +25,47 @@ note() { summary+=("$1"); echo "== $1"; }
     nvidia-smi topo -m
     ompi_info | head -4
     ls /usr/lib/x86_64-linux-gnu/libucp.so* 2>/dev/null
-} >"$OUT/machine.txt" 2>&1
+} >"$OUT/build.log" 2>&1
 note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $(ompi_info | sed -n 's/ *Open MPI: //p' | head -1)"
 
 t0=$(date +%s)
 "$CMAKE" -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUWIRE_UCX_ROOT="$ROOT/.deps/ucx" -DCMAKE_PREFIX_PATH="$ROOT/.deps/catch2/usr" \
-    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >"$OUT/build.log" 2>&1 &&
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >>"$OUT/build.log" 2>&1 &&
 "$CMAKE" --build "$BUILD" -j 32 >>"$OUT/build.log" 2>&1
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 
-(cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 150) >"$OUT/ctest.log" 2>&1
+# shellcheck disable=SC2086
+(cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 300 ${GPU_CTEST_ARGS:-}) >"$OUT/ctest.log" 2>&1
 note "tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 grep -E '\*\*\*|Failed|Not Run' "$OUT/ctest.log" | head -20
 
+# compute-sanitizer over the kernel tests (reductions, datatype packing).
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$SAN" ]; then
+    for t in cuda_reduce_gpu cuda_pack_gpu; do
+        exe=$(find "$BUILD" -name "$t" -type f -executable | head -1)
+        [ -n "$exe" ] || continue
+        for tool in memcheck racecheck; do
+            echo "### $t under $tool" >>"$OUT/sanitizer.txt"
+            GW_REDUCE_LARGE_COUNT=4099 timeout 240 "$SAN" --tool $tool --error-exitcode 9 \
+                "$exe" >>"$OUT/sanitizer.txt" 2>&1
+            note "compute-sanitizer $tool $t: rc=$?"
+        done
+    done
+fi
+
 if [ "${1:-}" != "quick" ] && [ -x ci/gpu_bench.sh ]; then
     ci/gpu_bench.sh "$BUILD" "$OUT" | tee "$OUT/bench.txt"
+    # The report's tables from what the benchmarks left (PNGs where gnuplot is).
+    if [ -x ci/report.sh ]; then
+        R=$(mktemp -d)
+        cp "$OUT"/osu.txt "$OUT"/floor.txt "$OUT"/bench_summary.txt "$R"/ 2>/dev/null
+        ci/report.sh "$BUILD" "$R" --sizes 1:4M >"$R/report_run.log" 2>&1
+        tar -C "$R" -cf "$OUT/report.tar" . && rm -rf "$R"
+    fi
 fi
 echo
 echo "================ summary ================"
