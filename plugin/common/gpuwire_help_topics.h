@@ -34,11 +34,15 @@
         "pml:gpuwire: rank %d of communicator %s belongs to another job; pml gpuwire does not "  \
         "support processes from MPI_Comm_spawn/MPI_Comm_connect: run such jobs with --mca pml ucx"
 
-/* A non-contiguous datatype on GPU memory: rank, communicator. */
-#define GW_HELP_NONCONTIG_DEVICE                                                                  \
-    "noncontig-device",                                                                           \
-        "pml:gpuwire: a non-contiguous datatype on GPU memory is not supported yet (rank %d of "  \
-        "%s); send from a contiguous buffer, or pack the data into one on the GPU first"
+/* A buffered send (MPI_Bsend/MPI_Ibsend) from GPU memory: rank, communicator. */
+#define GW_HELP_BSEND_DEVICE                                                                      \
+    "bsend-device",                                                                               \
+        "pml:gpuwire: a buffered send (MPI_Bsend) from GPU memory is not supported (rank %d of "  \
+        "%s); use MPI_Send/MPI_Isend, or copy the data to host memory first"
+
+/* Packing or unpacking a non-contiguous datatype on GPU memory failed: rank,
+ * communicator, the cuda module's line (names cause and fix). */
+#define GW_HELP_DEVICE_PACK "device-pack", "pml:gpuwire: rank %d of %s: %s"
 
 /* MPI_Finalize while non-blocking collectives on device buffers are pending. */
 #define GW_HELP_COLL_PENDING                                                                      \

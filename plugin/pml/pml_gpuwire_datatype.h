@@ -1,8 +1,9 @@
 /*
  * Datatypes in engine terms. A message on the wire is always its packed
  * bytes. A contiguous layout is sent and received in place; any other layout
- * is packed into (or unpacked from) a staging buffer with Open MPI's
- * convertor, so the engine only ever sees (address, length).
+ * is packed into (or unpacked from) a staging buffer -- with Open MPI's
+ * convertor on host memory, with a kernel on GPU memory
+ * (pml_gpuwire_devdt.h) -- so the engine only ever sees (address, length).
  */
 #ifndef PML_GPUWIRE_DATATYPE_H
 #define PML_GPUWIRE_DATATYPE_H

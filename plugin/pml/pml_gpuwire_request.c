@@ -6,6 +6,7 @@
 #include "ompi/mca/pml/base/pml_base_bsend.h"
 #include "ompi/proc/proc.h"
 #include "pml_gpuwire_datatype.h"
+#include "pml_gpuwire_devdt.h"
 
 static int request_free(ompi_request_t **rptr);
 static int request_cancel(ompi_request_t *req, int flag);
@@ -95,20 +96,63 @@ void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
         free(req->staging);
     } else if (req->staging_kind == PML_GW_STAGING_BSEND) {
         mca_pml_base_bsend_request_free(req->staging);
+    } else if (req->staging_kind == PML_GW_STAGING_DEVICE) {
+        gw_dev_temp_put(req->staging);
     }
     req->staging = NULL;
     req->staging_kind = PML_GW_STAGING_NONE;
 }
 
-/* Non-contiguous layouts are packed by Open MPI's convertor, which reads and
- * writes with the CPU: refused for GPU memory (with one line) rather than
- * crashing. GPU pack/unpack kernels are yet to come. */
-static bool pml_gw_noncontig_on_gpu(mca_pml_gpuwire_request_t *req)
+/* Non-contiguous layouts on host memory are packed by Open MPI's convertor
+ * (the CPU); on GPU memory by a kernel (pml_gpuwire_devdt.h) into a device
+ * temporary of the buffer's GPU. Returns the GPU of the message's first byte,
+ * -1 for host memory, or -2 (after one line) when the GPU cannot be told. */
+static int pml_gw_device_of(mca_pml_gpuwire_request_t *req)
 {
     const char *first = (const char *)req->buf + req->dtype->super.true_lb;
-    if (!gw_engine_is_device_memory(mca_pml_gpuwire.engine, first, 1)) return false;
-    gw_help(GW_HELP_NONCONTIG_DEVICE, ompi_comm_rank(req->comm), req->comm->c_name);
-    return true;
+    if (!gw_engine_is_device_memory(mca_pml_gpuwire.engine, first, 1)) return -1;
+    char why[256];
+    int device = gw_dev_pointer_device(first, why, sizeof(why));
+    if (device < 0) {
+        gw_help(GW_HELP_DEVICE_PACK, ompi_comm_rank(req->comm), req->comm->c_name, why);
+        return -2;
+    }
+    return device;
+}
+
+static int pml_gw_device_temp(mca_pml_gpuwire_request_t *req, int device, size_t size)
+{
+    char why[256];
+    void *tmp = NULL;
+    if (0 != gw_dev_temp_get(device, size, &tmp, why, sizeof(why))) {
+        gw_help(GW_HELP_DEVICE_PACK, ompi_comm_rank(req->comm), req->comm->c_name, why);
+        return MPI_ERR_NO_MEM;
+    }
+    req->staging = tmp;
+    req->staging_kind = PML_GW_STAGING_DEVICE;
+    req->staging_len = size;
+    req->staging_device = device;
+    return MPI_SUCCESS;
+}
+
+static int pml_gw_send_prepare_device(mca_pml_gpuwire_request_t *req, int device, size_t size,
+                                      const void **addr)
+{
+    if (req->mode == MCA_PML_BASE_SEND_BUFFERED) {
+        gw_help(GW_HELP_BSEND_DEVICE, ompi_comm_rank(req->comm), req->comm->c_name);
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    int rc = pml_gw_device_temp(req, device, size);
+    if (MPI_SUCCESS != rc) return rc;
+    char why[256];
+    if (OMPI_SUCCESS != pml_gw_devdt_pack(req->dtype, req->count, req->buf, device, req->staging,
+                                          why, sizeof(why))) {
+        gw_help(GW_HELP_DEVICE_PACK, ompi_comm_rank(req->comm), req->comm->c_name, why);
+        pml_gw_staging_release(req);
+        return MPI_ERR_INTERN;
+    }
+    *addr = req->staging;
+    return MPI_SUCCESS;
 }
 
 int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_t *len)
@@ -125,7 +169,9 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
         *addr = NULL;
         return MPI_SUCCESS;
     }
-    if (OPAL_UNLIKELY(pml_gw_noncontig_on_gpu(req))) return MPI_ERR_UNSUPPORTED_OPERATION;
+    int device = pml_gw_device_of(req);
+    if (OPAL_UNLIKELY(device == -2)) return MPI_ERR_INTERN;
+    if (device >= 0) return pml_gw_send_prepare_device(req, device, size, addr);
     void *staging;
     if (req->mode == MCA_PML_BASE_SEND_BUFFERED) {
         staging = mca_pml_base_bsend_request_alloc_buf(size);
@@ -158,13 +204,38 @@ int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap
         if (size == 0) *addr = NULL;
         return MPI_SUCCESS;
     }
-    if (OPAL_UNLIKELY(pml_gw_noncontig_on_gpu(req))) return MPI_ERR_UNSUPPORTED_OPERATION;
+    int device = pml_gw_device_of(req);
+    if (OPAL_UNLIKELY(device == -2)) return MPI_ERR_INTERN;
+    if (device >= 0) {
+        int rc = pml_gw_device_temp(req, device, size);
+        if (MPI_SUCCESS != rc) return rc;
+        *addr = req->staging;
+        return MPI_SUCCESS;
+    }
     req->staging = malloc(size);
     if (NULL == req->staging) return MPI_ERR_NO_MEM;
     req->staging_kind = PML_GW_STAGING_MALLOC;
     req->staging_len = size;
     *addr = req->staging;
     return MPI_SUCCESS;
+}
+
+/* Unpacks a staged receive of len bytes into the user's buffer. */
+static int pml_gw_recv_unpack(mca_pml_gpuwire_request_t *req, size_t len)
+{
+    if (req->staging_kind == PML_GW_STAGING_DEVICE) {
+        char why[256];
+        if (OMPI_SUCCESS != pml_gw_devdt_unpack(req->dtype, req->count, req->buf,
+                                                req->staging_device, req->staging, len, why,
+                                                sizeof(why))) {
+            gw_help(GW_HELP_DEVICE_PACK, ompi_comm_rank(req->comm), req->comm->c_name, why);
+            return MPI_ERR_INTERN;
+        }
+        return MPI_SUCCESS;
+    }
+    return pml_gpuwire_unpack(req->dtype, req->count, req->buf, req->staging, len) == OMPI_SUCCESS
+               ? MPI_SUCCESS
+               : MPI_ERR_INTERN;
 }
 
 int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status)
@@ -181,10 +252,9 @@ int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *sta
         status->_cancelled = 0;
         status->_ucount = g->status == GW_ERR_TRUNCATE ? pml_gpuwire_packed_size(req->dtype, req->count)
                                                        : g->length;
-        if (req->staging && g->status == GW_OK &&
-            pml_gpuwire_unpack(req->dtype, req->count, req->buf, req->staging, g->length) !=
-                OMPI_SUCCESS) {
-            err = MPI_ERR_INTERN;
+        if (req->staging && g->status == GW_OK) {
+            int rc = pml_gw_recv_unpack(req, g->length);
+            if (MPI_SUCCESS != rc) err = rc;
         }
     }
     status->MPI_ERROR = err;

@@ -18,7 +18,9 @@ enum {
     PML_GW_INTERNAL = 0x2,   /* no MPI handle: returns itself when done */
     PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype */
 };
-enum { PML_GW_STAGING_NONE = 0, PML_GW_STAGING_MALLOC, PML_GW_STAGING_BSEND };
+/* Where a non-contiguous message is packed: malloc'ed or bsend host memory,
+ * or a device temporary (gw_dev_temp_get) on GPU staging_device. */
+enum { PML_GW_STAGING_NONE = 0, PML_GW_STAGING_MALLOC, PML_GW_STAGING_BSEND, PML_GW_STAGING_DEVICE };
 
 typedef struct mca_pml_gpuwire_request {
     ompi_request_t ompi;
@@ -40,6 +42,7 @@ typedef struct mca_pml_gpuwire_request {
 
     void *staging;
     size_t staging_len;
+    int staging_device;
 } mca_pml_gpuwire_request_t;
 
 OBJ_CLASS_DECLARATION(mca_pml_gpuwire_request_t);
@@ -64,7 +67,8 @@ int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests);
 int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer);
 
 /* Prepares the bytes of a send: the user's buffer when contiguous, else a
- * staging buffer (from the attached bsend buffer in buffered mode). */
+ * staging buffer (from the attached bsend buffer in buffered mode; a device
+ * temporary packed by a kernel for GPU memory). */
 int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_t *len);
 /* Prepares where a receive lands; the inverse of the above. */
 int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap);
