@@ -4,7 +4,8 @@
 # print a short table last.
 #   device run: carry [".deps"] (made by ci/deps_for_gpu.sh), optional ".ref"
 #   with reference programs built elsewhere. Usage: ci/gpu.sh [quick]
-#   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu".
+#   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
+#   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240).
 #   At most 8 files land in $OUT (the GPU machine returns no more): build.log
 #   (machine first), ctest.log, bench.txt, bench_summary.txt, floor.txt, osu.txt,
 #   sanitizer.txt and report.tar (ci/report.sh's tables and raw data).
@@ -50,7 +51,7 @@ if [ -x "$SAN" ]; then
         [ -n "$exe" ] || continue
         for tool in memcheck racecheck; do
             echo "### $t under $tool" >>"$OUT/sanitizer.txt"
-            GW_REDUCE_LARGE_COUNT=4099 timeout 240 "$SAN" --tool $tool --error-exitcode 9 \
+            GW_REDUCE_LARGE_COUNT=4099 timeout "${GPU_SAN_TIMEOUT:-240}" "$SAN" --tool $tool --error-exitcode 9 \
                 "$exe" >>"$OUT/sanitizer.txt" 2>&1
             note "compute-sanitizer $tool $t: rc=$?"
         done
