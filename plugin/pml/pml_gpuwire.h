@@ -51,6 +51,7 @@ typedef struct {
     size_t pace_mbps;      /* 0: no pacing; else the rate toward other nodes */
     size_t pace_min_bytes; /* host messages paced from this size */
     size_t recv_window_bytes; /* chunk bytes posted at once, all senders */
+    bool staged_chunked;      /* staged device memory as a chunked transfer */
     size_t ipc_cache_entries;
     size_t ipc_cache_bytes;
 } mca_pml_gpuwire_params_t;

@@ -33,6 +33,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .pace_mbps = 0,
     .pace_min_bytes = (size_t)1 << 20,
     .recv_window_bytes = (size_t)64 << 20,
+    .staged_chunked = false,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -145,6 +146,14 @@ static int component_register(void)
         "bytes in flight toward it; 0: no bound",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.recv_window_bytes);
+    (void)mca_base_component_var_register(
+        c, "staged_chunked",
+        "Device memory without CUDA IPC (and without a CUDA-capable UCX): 1 sends it as a "
+        "chunked transfer through pinned slots, device copies overlapping the wire; 0 copies "
+        "it whole into host memory and sends one message (the default until the chunked form "
+        "has run on a GPU machine)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.staged_chunked);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }

@@ -37,6 +37,8 @@ static const struct {
     {"pacer_deferrals", "Chunks the pacer held back", offsetof(gw_engine_stats_t, pacer_deferrals)},
     {"window_deferrals", "Chunk receives held back by the receive window",
      offsetof(gw_engine_stats_t, window_deferrals)},
+    {"staging_heap_chunks", "Chunks staged in plain host memory (every pinned chunk on loan)",
+     offsetof(gw_engine_stats_t, staging_heap_chunks)},
     {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
      offsetof(gw_engine_stats_t, dropped_messages)},
 };

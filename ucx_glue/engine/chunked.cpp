@@ -168,9 +168,17 @@ bool Engine::advance(Xfer &x)
         }
         const bool staged = x.device >= 0 && !x.discard;
         if (staged) {
+            // A pinned slot, or host memory when every pinned chunk is on
+            // loan: waiting for one could deadlock (a sender's slots held by
+            // transfers its receiver has not reached, and the reverse).
             auto c = dev_->acquire_pinned();
-            if (!c) break; // every pinned chunk is on loan: later
-            s.pinned = std::move(*c);
+            if (c) {
+                s.pinned = std::move(*c);
+            } else {
+                s.heap = std::malloc(n);
+                if (!s.heap) break; // out of memory: try again later
+                ++stats_.staging_heap_chunks;
+            }
         }
         s.off = x.next;
         s.n = n;
@@ -188,7 +196,7 @@ void Engine::start_chunk(Xfer &x, XferSlot &s)
     if (x.sending && x.device >= 0) {
         // Device to pinned first; chunk_on_wire() once the copy is done.
         s.state = XferSlot::COPYING;
-        cuda::Status cs = dev_->start_copy(s.pinned.data(), x.buf + s.off, s.n, x.device, {},
+        cuda::Status cs = dev_->start_copy(s.host(), x.buf + s.off, s.n, x.device, {},
                                            slot_token(&s));
         if (!cs) {
             log(GW_LOG_ERROR, "device-to-host copy of a %zu-byte chunk failed: %s", s.n,
@@ -209,14 +217,14 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
     rp.user_data = &s;
     rp.memory_type = UCS_MEMORY_TYPE_HOST;
     if (x.sending) {
-        const void *src = x.device >= 0 ? s.pinned.data() : x.buf + s.off;
+        const void *src = x.device >= 0 ? s.host() : x.buf + s.off;
         rp.cb.send = &Engine::on_chunk_sent;
         ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, src, s.n, x.tag, &rp);
         if (r == nullptr || UCS_PTR_IS_ERR(r))
             chunk_done(s, r == nullptr ? GW_OK : status_of(UCS_PTR_STATUS(r)));
         return;
     }
-    void *dst = x.discard ? x.scratch : x.device >= 0 ? s.pinned.data() : x.buf + s.off;
+    void *dst = x.discard ? x.scratch : x.device >= 0 ? s.host() : x.buf + s.off;
     recv_posted_bytes_ += s.n;
     s.counted = true;
     rp.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -251,7 +259,7 @@ void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag
     if (st == GW_OK && length != s->n) st = GW_ERR_TRANSPORT; // not what the header said
     if (st == GW_OK && x.device >= 0 && !x.discard) {
         s->state = XferSlot::COPYING;
-        cuda::Status cs = e->dev_->start_copy(x.buf + s->off, s->pinned.data(), s->n, x.device,
+        cuda::Status cs = e->dev_->start_copy(x.buf + s->off, s->host(), s->n, x.device,
                                               {}, slot_token(s));
         if (cs) return; // chunk_done() when the copy is done
         e->log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s->n,
@@ -270,6 +278,8 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
             gw_status_string(st));
     }
     s.pinned.reset();
+    std::free(s.heap);
+    s.heap = nullptr;
     s.state = XferSlot::FREE;
     if (s.counted) {
         recv_posted_bytes_ -= s.n;
@@ -335,7 +345,11 @@ void Engine::abandon_xfers()
         }
     }
     for (Xfer *x : xfers_) {
-        for (XferSlot &s : x->slots) s.pinned.reset();
+        for (XferSlot &s : x->slots) {
+            s.pinned.reset();
+            std::free(s.heap); // (UCX may still touch it: freed at teardown only)
+            s.heap = nullptr;
+        }
         if (x->sending) {
             x->sop->status = GW_ERR_CANCELED;
             x->sop->waiting &= ~kWaitXfer;

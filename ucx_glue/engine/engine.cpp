@@ -463,7 +463,7 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
                 proto = Protocol::staged;
             }
         }
-        if (proto == Protocol::staged) {
+        if (proto == Protocol::staged && params_.staged_chunked) {
             // Through pinned chunks, device copies overlapping the wire.
             ++stats_.staged_sends;
             ++stats_.sends;
@@ -473,6 +473,23 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
             lock_.unlock();
             run_completions();
             return st;
+        }
+        if (proto == Protocol::staged) {
+            // Whole into host memory (through pinned chunks), sent as host data.
+            void *bounce = std::malloc(len);
+            cuda::Status cs = bounce ? dev_->copy_via_pinned(bounce, buf, len,
+                                                             mi.device >= 0 ? mi.device : 0, false)
+                                     : cuda::Status::error(cuda::Errc::busy, "out of memory");
+            if (!cs) {
+                std::free(bounce);
+                log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
+                    cs.message().c_str());
+                lock_.unlock();
+                return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
+            }
+            op->side = bounce;
+            payload = bounce;
+            ++stats_.staged_sends;
         } else if (proto == Protocol::ucx_device) {
             rp.memory_type = UCS_MEMORY_TYPE_CUDA;
             ++stats_.ucx_device_sends;

@@ -97,6 +97,8 @@ struct Xfer;
 struct XferSlot {
     Xfer *x;
     cuda::PinnedChunk pinned; // device side: the chunk's host copy
+    void *heap = nullptr;     // ... in plain host memory when no pinned chunk was free
+    void *host() const { return heap ? heap : pinned.data(); }
     size_t off = 0, n = 0;
     void *ucx_req = nullptr; // receiving: UCX's request while posted
     bool counted = false;    // receiving: in the engine's posted bytes

@@ -149,6 +149,10 @@ typedef struct {
      * toward this process from all senders). 0: no bound beyond the per
      * transfer slots. */
     size_t recv_window_bytes;
+    /* Device memory without IPC: nonzero sends it as a chunked transfer
+     * through pinned slots (pipelined); 0 copies it whole into host memory
+     * and sends that as one message. */
+    int staged_chunked;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -220,8 +224,9 @@ typedef struct {
     /* chunked transfers (staged device memory, paced sends) started and
      * received; chunks the pacer held back */
     uint64_t chunked_sends, chunked_recvs, pacer_deferrals;
-    /* chunk receives held back by the receive window */
-    uint64_t window_deferrals;
+    /* chunk receives held back by the receive window; chunks staged in plain
+     * host memory because every pinned chunk was on loan */
+    uint64_t window_deferrals, staging_heap_chunks;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
