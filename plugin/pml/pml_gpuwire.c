@@ -123,6 +123,8 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.pace_min_bytes = mca_pml_gpuwire_params.pace_min_bytes;
     p.recv_window_bytes = mca_pml_gpuwire_params.recv_window_bytes;
     p.staged_chunked = mca_pml_gpuwire_params.staged_chunked ? 1 : 0;
+    p.pace_auto = mca_pml_gpuwire_params.pace_auto ? 1 : 0;
+    p.pace_poll_us = (unsigned)mca_pml_gpuwire_params.pace_poll_us;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
 

@@ -52,6 +52,8 @@ typedef struct {
     size_t pace_min_bytes; /* host messages paced from this size */
     size_t recv_window_bytes; /* chunk bytes posted at once, all senders */
     bool staged_chunked;      /* staged device memory as a chunked transfer */
+    bool pace_auto;           /* pace at the RoCE port's rate when pace_mbps is 0 */
+    size_t pace_poll_us;      /* CNP counter polling period */
     size_t ipc_cache_entries;
     size_t ipc_cache_bytes;
 } mca_pml_gpuwire_params_t;

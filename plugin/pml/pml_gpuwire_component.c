@@ -34,6 +34,8 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .pace_min_bytes = (size_t)1 << 20,
     .recv_window_bytes = (size_t)64 << 20,
     .staged_chunked = false,
+    .pace_auto = true,
+    .pace_poll_us = 100,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -154,6 +156,16 @@ static int component_register(void)
         "has run on a GPU machine)",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.staged_chunked);
+    (void)mca_base_component_var_register(
+        c, "pace_auto",
+        "With pml_gpuwire_pace_mbps 0: pace toward other nodes at the rate of the first active "
+        "RoCE port found (none: no pacing); its rp_cnp_handled counter feeds DCQCN either way",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_auto);
+    (void)mca_base_component_var_register(
+        c, "pace_poll_us", "Microseconds between reads of the RoCE port's CNP counter",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pace_poll_us);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
@@ -181,6 +193,8 @@ static int component_open(void)
          "0 switches pacing off"},
         {"pml_gpuwire_pace_min_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.pace_min_bytes, 1,
          GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_pace_poll_us", GW_PARAM_SIZE, &mca_pml_gpuwire_params.pace_poll_us, 1,
+         1000000, NULL},
         {"pml_gpuwire_recv_window_bytes", GW_PARAM_SIZE,
          &mca_pml_gpuwire_params.recv_window_bytes, 0, (int64_t)1 << 40, "0: no bound"},
     };

@@ -42,6 +42,8 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->pace_gbps = 0;
     params->pace_min_bytes = size_t{1} << 20;
     params->recv_window_bytes = size_t{64} << 20;
+    params->pace_auto = 1;
+    params->pace_poll_us = 100;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

@@ -169,19 +169,7 @@ gw_status_t Engine::init(std::string &why)
         why = "chunk size out of range (1 byte to 1 GiB)";
         return GW_ERR_INVALID;
     }
-    if (params_.pace_gbps > 0) {
-        clock_ = std::make_unique<pacing::SteadyClock>();
-        pacing::PacerConfig pc;
-        pc.rendezvous_threshold_bytes = 1; // every chunk of a paced transfer
-        pc.rate.line_rate_gbps = params_.pace_gbps;
-        pc.rate.min_rate_gbps = std::min(pc.rate.min_rate_gbps, params_.pace_gbps);
-        std::string err;
-        pacer_ = pacing::PortPacer::create(pc, *clock_, err);
-        if (!pacer_) {
-            why = "pacing configuration refused: " + err;
-            return GW_ERR_INVALID;
-        }
-    }
+    if (gw_status_t ps = start_pacing(why); ps != GW_OK) return ps;
     log(GW_LOG_INFO, "device buffers: %s%s; UCX %s CUDA memory; same-node device path: %s",
         dev_ ? "yes" : "no, ", dev_ ? "" : device_why_.c_str(),
         path_.ucx_has_cuda ? "moves" : "cannot move",
@@ -190,6 +178,66 @@ gw_status_t Engine::init(std::string &why)
         params_.my_peer, params_.npeers, address_length_,
         params_.thread_multiple ? "multiple" : "single");
     return GW_OK;
+}
+
+// Pacing toward other nodes: at pace_gbps, or (pace_auto) at the rate of the
+// first active RoCE port; that port's CNP counter feeds the controller.
+gw_status_t Engine::start_pacing(std::string &why)
+{
+    double gbps = params_.pace_gbps;
+    const fabric::SysfsRoot root(params_.sysfs_root ? params_.sysfs_root : "/");
+    auto sink = [this](fabric::LogLevel level, std::string_view line) {
+        int l = level == fabric::LogLevel::Error     ? GW_LOG_ERROR
+                : level == fabric::LogLevel::Warning ? GW_LOG_WARN
+                : level == fabric::LogLevel::Info    ? GW_LOG_INFO
+                                                     : GW_LOG_DEBUG;
+        log(l, "fabric: %.*s", int(line.size()), line.data());
+    };
+    if (gbps > 0 || params_.pace_auto) {
+        fabric::FabricInventory inv = fabric::discover_rdma_devices(root, sink);
+        if (const fabric::RdmaPort *port = inv.first_active_roce_port()) {
+            if (gbps <= 0) gbps = port->rate_gbps;
+            auto reader = std::make_unique<fabric::CongestionCounterReader>(
+                root, port->device, port->port_number, sink,
+                fabric::only_counters({fabric::CongestionCounter::RpCnpHandled}));
+            if (reader->available(fabric::CongestionCounter::RpCnpHandled)) {
+                reader->poll(); // the base of the first delta
+                cnp_reader_ = std::move(reader);
+            }
+            log(GW_LOG_INFO, "pacing toward other nodes at %.1f Gb/s (%s port %u)%s", gbps,
+                port->device.c_str(), port->port_number,
+                cnp_reader_ ? ", DCQCN fed by its rp_cnp_handled counter" : "");
+        }
+    }
+    if (gbps <= 0) return GW_OK;
+    clock_ = std::make_unique<pacing::SteadyClock>();
+    pacing::PacerConfig pc;
+    pc.rendezvous_threshold_bytes = 1; // every chunk of a paced transfer
+    pc.rate.line_rate_gbps = gbps;
+    pc.rate.min_rate_gbps = std::min(pc.rate.min_rate_gbps, gbps);
+    std::string err;
+    pacer_ = pacing::PortPacer::create(pc, *clock_, err);
+    if (!pacer_) {
+        why = "pacing configuration refused: " + err;
+        return GW_ERR_INVALID;
+    }
+    return GW_OK;
+}
+
+// New CNPs the port handled since the last poll go to the pacer.
+void Engine::poll_congestion()
+{
+    const uint64_t now = clock_->now_ns();
+    if (now < next_cnp_poll_ns_) return;
+    next_cnp_poll_ns_ = now + uint64_t(params_.pace_poll_us) * 1000;
+    const fabric::CounterValues &d = cnp_reader_->poll();
+    uint64_t cnps = d.has(fabric::CongestionCounter::RpCnpHandled)
+                        ? d[fabric::CongestionCounter::RpCnpHandled]
+                        : 0;
+    uint32_t flows = 0;
+    for (const Xfer *x : xfers_) flows += x->sending && x->paced;
+    if (cnps) stats_.pace_cnps += cnps;
+    pacer_->on_congestion_notifications(cnps, now, flows ? flows : 1);
 }
 
 void Engine::disconnect()
@@ -356,6 +404,8 @@ int Engine::progress()
             complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
         });
     }
+    if (cnp_reader_ && pacer_) [[unlikely]]
+        poll_congestion();
     if (!xfers_.empty()) advance_xfers();
     if (!pending_acks_.empty()) flush_acks();
     bool any_done = done_head_ != done_.size();
@@ -1148,6 +1198,7 @@ void Engine::stats(gw_engine_stats_t *out) const
 {
     lock_.lock();
     *out = stats_;
+    out->pace_rate_mbps = pacer_ ? uint64_t(pacer_->rate_gbps() * 1000.0) : 0;
     lock_.unlock();
     if (dev_) {
         auto c = dev_->classifier_counters();

@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "engine/device_path.hpp"
+#include "gpuwire/fabric/congestion_counters.hpp"
+#include "gpuwire/fabric/rdma_devices.hpp"
 #include "gpuwire/pacing/port_pacer.hpp"
 #include "engine/matching.hpp"
 #include "engine/protocol.hpp"
@@ -281,6 +283,11 @@ private:
     size_t recv_posted_bytes_ = 0; // chunk receives posted (recv_window_bytes)
     std::unique_ptr<pacing::SteadyClock> clock_;
     std::optional<pacing::PortPacer> pacer_;
+    // The RoCE port's CNP counter, polled from progress() for the pacer.
+    std::unique_ptr<fabric::CongestionCounterReader> cnp_reader_;
+    uint64_t next_cnp_poll_ns_ = 0;
+    void poll_congestion();
+    gw_status_t start_pacing(std::string &why);
     std::vector<void *> blocks_; // free landing blocks
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;

@@ -22,7 +22,8 @@ struct EnginePair {
         return 0;
     }
 
-    explicit EnginePair(size_t rndv_threshold = 0, bool thread_multiple = false)
+    explicit EnginePair(size_t rndv_threshold = 0, bool thread_multiple = false,
+                        const std::function<void(gw_engine_params_t &)> &tweak = {})
     {
         for (uint32_t i = 0; i < 2; ++i) {
             gw_engine_params_t p;
@@ -33,6 +34,7 @@ struct EnginePair {
             p.resolve_peer = &EnginePair::resolve;
             p.resolve_ctx = this;
             p.rndv_threshold = rndv_threshold;
+            if (tweak) tweak(p);
             char why[256] = "";
             gw_status_t st = gw_engine_create(&p, &e[i], why, sizeof(why));
             INFO(why);

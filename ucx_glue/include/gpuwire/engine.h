@@ -143,6 +143,15 @@ typedef struct {
      * token bucket at this rate (Gb/s), under DCQCN control. */
     double pace_gbps;
     size_t pace_min_bytes;
+    /* With pace_gbps 0: nonzero paces at the rate of the first active RoCE
+     * port the fabric layer finds (none found: no pacing). Either way, when
+     * such a port exists, its rp_cnp_handled counter feeds the pacer's DCQCN
+     * controller every pace_poll_us microseconds. */
+    int pace_auto;
+    unsigned pace_poll_us;
+    /* Root of the sysfs tree the fabric layer reads ("/" when NULL; tests
+     * point it at a tree they build). */
+    const char *sysfs_root;
     /* Receiver-driven admission: chunk receives posted at once, over all
      * incoming chunked transfers, stay within this many bytes (chunks move
      * by UCX rendezvous only once posted, so this bounds the bytes in flight
@@ -227,6 +236,8 @@ typedef struct {
     /* chunk receives held back by the receive window; chunks staged in plain
      * host memory because every pinned chunk was on loan */
     uint64_t window_deferrals, staging_heap_chunks;
+    /* the pacer: its current rate (Mb/s, 0 when off) and the CNPs fed to it */
+    uint64_t pace_rate_mbps, pace_cnps;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
