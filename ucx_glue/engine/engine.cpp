@@ -513,7 +513,10 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
                 proto = Protocol::staged;
             }
         }
-        if (proto == Protocol::staged && params_.staged_chunked) {
+        // (A synchronous send stays one message: its completion must mean the
+        // receiver matched it, which chunks smaller than UCX's rendezvous
+        // threshold would not guarantee.)
+        if (proto == Protocol::staged && params_.staged_chunked && !(flags & GW_SEND_SYNC)) {
             // Through pinned chunks, device copies overlapping the wire.
             ++stats_.staged_sends;
             ++stats_.sends;
@@ -547,7 +550,8 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     }
 
     if (pacer_ && len >= params_.pace_min_bytes && !op->desc && !op->side &&
-        rp.memory_type == UCS_MEMORY_TYPE_HOST && !peer_local(peer)) [[unlikely]] {
+        rp.memory_type == UCS_MEMORY_TYPE_HOST && !(flags & GW_SEND_SYNC) &&
+        !peer_local(peer)) [[unlikely]] {
         // A large host message to another node: in chunks the pacer admits.
         ++stats_.sends;
         stats_.bytes_sent += len;
