@@ -26,7 +26,12 @@ static inline int gw_component_preflight(const char *framework, const void *comp
     PMPI_Get_library_version(running, &len);
     if (gw_version_compare(GW_BUILT_OMPI_MAJOR, GW_BUILT_OMPI_MINOR, GW_BUILT_OMPI_RELEASE,
                            running, framework, why, sizeof(why)) != 0) {
-        gw_help(GW_HELP_OTHER_RELEASE, why);
+        /* Straight to stderr: nothing of the running Open MPI (another
+         * release: another ABI) is called to say so. Its help machinery, in
+         * 5.0 an asynchronous message to the launcher, can also lose the line
+         * when MPI_Init fails at once. */
+        fprintf(stderr, "%s\n", why);
+        fflush(stderr);
         return -1;
     }
     if (gw_pin_self(component_symbol, why, sizeof(why)) != 0) {
