@@ -1,6 +1,7 @@
 // What the engine reads from another process (ucx_glue/engine/wire.hpp): the
-// device descriptor and the acknowledgement, as they arrive through UCX (any
-// length, any alignment), and the envelope packed into a UCX tag.
+// device descriptor, the chunked-transfer header and the acknowledgement, as
+// they arrive through UCX (any length, any alignment), and the envelope
+// packed into a UCX tag.
 #include <cstring>
 
 #include "engine/wire.hpp"
@@ -53,6 +54,15 @@ void check_tag(uint64_t t)
 
 bool decode_desc(const void *b, size_t n, DeviceDescriptor *out) { return decode_descriptor(b, n, out); }
 bool decode_ack(const void *b, size_t n, SyncAckHeader *out) { return decode_sync_ack(b, n, out); }
+bool decode_chunked(const void *b, size_t n, ChunkedHeader *out)
+{
+    if (!decode_chunked_header(b, n, out)) return false;
+    // What an accepted header promises the receiver.
+    GW_FUZZ_REQUIRE(out->magic == kChunkedMagic && out->reserved == 0);
+    GW_FUZZ_REQUIRE(out->chunk_bytes > 0 && out->chunk_bytes <= kMaxChunkBytes);
+    GW_FUZZ_REQUIRE(chunk_tag(out->src_peer & uint32_t(kMaxRank), out->xfer_id) <= ~kDescBit);
+    return true;
+}
 
 } // namespace
 
@@ -60,6 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     check_decoder<DeviceDescriptor>(decode_desc, data, size);
     check_decoder<SyncAckHeader>(decode_ack, data, size);
+    check_decoder<ChunkedHeader>(decode_chunked, data, size);
+    for (size_t at = 1; at + sizeof(ChunkedHeader) <= size && at < 16; ++at) {
+        check_decoder<ChunkedHeader>(decode_chunked, data + at, sizeof(ChunkedHeader));
+    }
     // UCX hands over bytes at whatever alignment its buffer has.
     for (size_t at = 1; at + sizeof(DeviceDescriptor) <= size && at < 16; ++at) {
         check_decoder<DeviceDescriptor>(decode_desc, data + at, sizeof(DeviceDescriptor));
