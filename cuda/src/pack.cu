@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpuwire/cuda/pack.h"
+#include "why.hpp"
 
 namespace gpuwire::cuda::pack {
 namespace {
@@ -82,16 +83,7 @@ struct DeviceState {
 
 DeviceState g_state[kMaxDevices];
 
-int fail(char* why, size_t why_len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-int fail(char* why, size_t why_len, const char* fmt, ...) {
-  if (why && why_len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, why_len, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
+using gpuwire::cuda::detail::fail;
 
 // Restores the calling thread's current device.
 class CurrentDevice {

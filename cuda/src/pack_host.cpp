@@ -8,22 +8,14 @@
 #include <vector>
 
 #include "gpuwire/cuda/device_buffer.hpp"
+#include "why.hpp"
 #include "gpuwire/cuda/pack.h"
 #include "internal.hpp"
 
 namespace gpuwire::cuda::pack {
 namespace {
 
-int fail(char* why, size_t why_len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-int fail(char* why, size_t why_len, const char* fmt, ...) {
-  if (why && why_len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, why_len, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
+using gpuwire::cuda::detail::fail;
 
 // Temporaries: those handed out and those kept for reuse. Sizes are rounded
 // up to a power of two (at least kMinTemp) so that messages of similar sizes

@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "gpuwire/cuda/reduce.h"
+#include "why.hpp"
 #include "reduce_functors.hpp"
 
 namespace gpuwire::cuda::reduce {
@@ -133,16 +134,7 @@ cudaError_t max_blocks(int* out) {
   return cudaSuccess;
 }
 
-int fail(char* why, size_t why_len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-int fail(char* why, size_t why_len, const char* fmt, ...) {
-  if (why && why_len) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, why_len, fmt, ap);
-    va_end(ap);
-  }
-  return -1;
-}
+using gpuwire::cuda::detail::fail;
 
 }  // namespace
 }  // namespace gpuwire::cuda::reduce
