@@ -73,15 +73,13 @@ static int peer_is_local(void *ctx, uint32_t peer)
 /* Who sent a device descriptor, by the runtime's tables: the communicator
  * of that context id, the process behind that rank, and it must be a
  * process of this job. */
+static int senders_of(ompi_communicator_t *comm);
+
 static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *peer)
 {
     (void)ctx;
     ompi_communicator_t *comm = ompi_comm_lookup(comm_ctx);
-    if (NULL == comm || rank < 0) return -1;
-    /* Senders are ranks of the remote group: the communicator itself for an
-     * intra-communicator (whose remote size Open MPI reports as 0). */
-    if (rank >= (OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm)))
-        return -1;
+    if (NULL == comm || rank < 0 || rank >= senders_of(comm)) return -1;
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
     if (NULL == proc || proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
         proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers) {
@@ -320,12 +318,19 @@ static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
 }
 
 static int pml_enable(bool enable) { return OMPI_SUCCESS; }
+/* How many ranks send to this process on comm: the remote group, which for an
+ * intra-communicator is the communicator itself (Open MPI reports its remote
+ * size as 0). */
+static int senders_of(ompi_communicator_t *comm)
+{
+    return OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+}
+
 static int pml_add_comm(struct ompi_communicator_t *comm)
 {
     /* The envelope travels in a UCX tag: context id and rank have fixed widths. */
-    if (OPAL_UNLIKELY(gw_comm_cid(comm) > GW_MAX_CONTEXT ||
-                      ompi_comm_size(comm) > GW_MAX_RANK + 1 ||
-                      ompi_comm_remote_size(comm) > GW_MAX_RANK + 1)) {
+    if (OPAL_UNLIKELY(gw_comm_cid(comm) > GW_MAX_CONTEXT || ompi_comm_size(comm) > GW_MAX_RANK + 1 ||
+                      senders_of(comm) > GW_MAX_RANK + 1)) {
         opal_output(0, "pml:gpuwire: communicator id %u or size %d is beyond gpuwire's limits "
                        "(ids up to %u, %u processes); use fewer communicators or another pml",
                     (unsigned)gw_comm_cid(comm), ompi_comm_size(comm), (unsigned)GW_MAX_CONTEXT,

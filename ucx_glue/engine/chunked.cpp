@@ -16,22 +16,6 @@
 namespace gpuwire::engine {
 namespace {
 
-constexpr uint8_t kWaitSend = 0x1;
-constexpr uint8_t kWaitXfer = 0x4;
-
-gw_status_t status_of(ucs_status_t s)
-{
-    switch (s) {
-    case UCS_OK: return GW_OK;
-    case UCS_ERR_CANCELED: return GW_ERR_CANCELED;
-    case UCS_ERR_MESSAGE_TRUNCATED: return GW_ERR_TRUNCATE;
-    case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_CONNECTION_RESET: return GW_ERR_UNREACHABLE;
-    default: return GW_ERR_TRANSPORT;
-    }
-}
-
 // Tokens of device copies: a RecvOp (IPC) or a slot, told apart by bit 0.
 void *slot_token(XferSlot *s) { return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(s) | 1); }
 
@@ -74,12 +58,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
 
     op->side = h;
     op->waiting = kWaitSend | kWaitXfer;
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    rp.cb.send = &Engine::on_send_done;
-    rp.user_data = op;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag | kDescBit, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "chunked-transfer header could not be sent: %s",
@@ -87,7 +66,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
         std::free(h);
         op->side = nullptr;
         delete x;
-        return status_of(UCS_PTR_STATUS(r));
+        return from_ucs(UCS_PTR_STATUS(r));
     }
     if (r == nullptr) send_done(op, UCS_OK);
     ++stats_.chunked_sends;
@@ -211,29 +190,23 @@ void Engine::start_chunk(Xfer &x, XferSlot &s)
 void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
 {
     s.state = XferSlot::WIRE;
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    rp.user_data = &s;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
     if (x.sending) {
         const void *src = x.device >= 0 ? s.host() : x.buf + s.off;
-        rp.cb.send = &Engine::on_chunk_sent;
+        ucp_request_param_t rp = send_param(&Engine::on_chunk_sent, &s);
         ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, src, s.n, x.tag, &rp);
         if (r == nullptr || UCS_PTR_IS_ERR(r))
-            chunk_done(s, r == nullptr ? GW_OK : status_of(UCS_PTR_STATUS(r)));
+            chunk_done(s, r == nullptr ? GW_OK : from_ucs(UCS_PTR_STATUS(r)));
         return;
     }
     void *dst = x.discard ? x.scratch : x.device >= 0 ? s.host() : x.buf + s.off;
     recv_posted_bytes_ += s.n;
     s.counted = true;
-    rp.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.recv = &Engine::on_chunk_received;
+    ucp_request_param_t rp = recv_param(&Engine::on_chunk_received, &s);
     s.ucx_req = nullptr;
     ucs_status_ptr_t r =
         ucp_tag_recv_nbx(worker_, dst, s.n, x.tag, kCtxMask | kRankMask | kTagMask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
-        chunk_done(s, status_of(UCS_PTR_STATUS(r)));
+        chunk_done(s, from_ucs(UCS_PTR_STATUS(r)));
     } else if (s.state == XferSlot::WIRE) {
         s.ucx_req = r; // not completed inside the call
     }
@@ -243,7 +216,7 @@ void Engine::on_chunk_sent(void *request, ucs_status_t status, void *user_data)
 {
     auto *s = static_cast<XferSlot *>(user_data);
     ucp_request_free(request);
-    s->x->engine->chunk_done(*s, status_of(status));
+    s->x->engine->chunk_done(*s, from_ucs(status));
 }
 
 void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
@@ -255,7 +228,7 @@ void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag
     s->ucx_req = nullptr;
     Xfer &x = *s->x;
     Engine *e = x.engine;
-    gw_status_t st = status_of(status);
+    gw_status_t st = from_ucs(status);
     if (st == GW_OK && length != s->n) st = GW_ERR_TRANSPORT; // not what the header said
     if (st == GW_OK && x.device >= 0 && !x.discard) {
         s->state = XferSlot::COPYING;

@@ -16,29 +16,6 @@ static_assert(GW_MAX_CONTEXT == kMaxCtx - 1 && GW_MAX_RANK == kMaxRank && GW_MAX
 
 namespace {
 
-constexpr uint8_t kWaitSend = 0x1;
-constexpr uint8_t kWaitAck = 0x2;
-
-gw_status_t from_ucs(ucs_status_t s)
-{
-    switch (s) {
-    case UCS_OK:
-        return GW_OK;
-    case UCS_ERR_NO_MEMORY:
-        return GW_ERR_NO_MEMORY;
-    case UCS_ERR_CANCELED:
-        return GW_ERR_CANCELED;
-    case UCS_ERR_MESSAGE_TRUNCATED:
-        return GW_ERR_TRUNCATE;
-    case UCS_ERR_UNREACHABLE:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_CONNECTION_RESET:
-        return GW_ERR_UNREACHABLE;
-    default:
-        return GW_ERR_TRANSPORT;
-    }
-}
-
 template <class T>
 T *op_of(gw_request_t *req)
 {
@@ -469,12 +446,7 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     req->length = len;
     uint64_t wire_tag = make_send_tag(ctx, my_rank, tag);
 
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    rp.cb.send = &Engine::on_send_done;
-    rp.user_data = op;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
 
     // The one path decision of this message.
     const void *payload = buf;
@@ -768,14 +740,7 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
 {
     uint64_t t, mask;
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
-    // UCX 1.13 does not report the sender's tag on an immediate completion:
-    // always take the callback (it may run inside this call).
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.recv = &Engine::on_recv_done;
-    rp.user_data = op;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
     in_ucx_.push_back(op);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
@@ -834,27 +799,17 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
     if (sender_tag & kDescBit) [[unlikely]] {
-        // A device descriptor or a chunked-transfer header, told apart by size.
-        DeviceDescriptor d;
-        ChunkedHeader h;
-        const bool chunked = length == sizeof(ChunkedHeader);
-        bool ok = status == UCS_OK &&
-                  (chunked ? decode_chunked_header(op->landing, length, &h) &&
-                                 sender_is(sender_tag, h.src_peer)
-                           : decode_descriptor(op->landing, length, &d) &&
-                                 sender_is(sender_tag, d.src_peer));
+        InboundMsg m;
+        const bool ok = read_device_message(status, op->landing, length, sender_tag, m);
         if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
-            log(GW_LOG_ERROR, "malformed %s (%zu bytes) dropped",
-                chunked ? "chunked-transfer header" : "CUDA IPC descriptor", length);
-            ++stats_.dropped_messages;
             req->length = 0;
             complete(req, GW_ERR_TRANSPORT);
-        } else if (chunked) {
-            start_chunked_recv(op, h);
+        } else if (m.kind == InboundMsg::CHUNKED) {
+            start_chunked_recv(op, m.chunked);
         } else {
-            deliver_ipc(op, d);
+            deliver_ipc(op, m.desc);
         }
         return;
     }
@@ -965,19 +920,16 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 
 void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
 {
-    if (m->kind == InboundMsg::CHUNKED) {
+    if (m->kind != InboundMsg::UCX) {
+        // Already read out of UCX when it was pulled.
         op->req->source = m->source;
         op->req->tag = m->tag;
         ++stats_.recvs;
-        start_chunked_recv(op, m->chunked);
-        release(m);
-        return;
-    }
-    if (m->kind == InboundMsg::DESC) {
-        op->req->source = m->source;
-        op->req->tag = m->tag;
-        ++stats_.recvs;
-        deliver_ipc(op, m->desc);
+        if (m->kind == InboundMsg::CHUNKED) {
+            start_chunked_recv(op, m->chunked);
+        } else {
+            deliver_ipc(op, m->desc);
+        }
         release(m);
         return;
     }
@@ -993,12 +945,7 @@ void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
     ucp_tag_message_h h = m->handle;
     m->handle = nullptr;
     delete m;
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.recv = &Engine::on_recv_done;
-    rp.user_data = op;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, op->landing, landing_bytes(op), h, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "receive of a probed message failed: %s",
@@ -1037,7 +984,7 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
         // Cannot keep it: receive it into nowhere so UCX lets it go.
         log(GW_LOG_ERROR, "out of memory: a probed message of %zu bytes is dropped", info.length);
         ++stats_.dropped_messages;
-        h = nullptr;
+        drain(h, info.length);
         return nullptr;
     }
     m->source = rank_of(info.sender_tag);
@@ -1051,12 +998,7 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     // A descriptor: read it now, a probe must report the size it names.
     alignas(16) unsigned char bytes[kBlockBytes];
     SmallRecv sr;
-    ucp_request_param_t rp;
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.recv = &SmallRecv::cb;
-    rp.user_data = &sr;
-    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    ucp_request_param_t rp = recv_param(&SmallRecv::cb, &sr);
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, bytes, sizeof(bytes), h, &rp);
     m->handle = nullptr;
     if (UCS_PTR_IS_ERR(r)) {
@@ -1064,28 +1006,34 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     } else if (r != nullptr) {
         while (!sr.done) ucp_worker_progress(worker_);
     }
-    if (sr.status == UCS_OK && sr.length == sizeof(ChunkedHeader)) {
-        m->kind = InboundMsg::CHUNKED;
-        if (!decode_chunked_header(bytes, sr.length, &m->chunked) ||
-            !sender_is(info.sender_tag, m->chunked.src_peer)) {
-            log(GW_LOG_ERROR, "malformed chunked-transfer header dropped");
-            ++stats_.dropped_messages;
-            delete m;
-            return nullptr;
-        }
-        m->length = m->chunked.length;
-        return m;
-    }
-    m->kind = InboundMsg::DESC;
-    if (sr.status != UCS_OK || !decode_descriptor(bytes, sr.length, &m->desc) ||
-        !sender_is(info.sender_tag, m->desc.src_peer)) {
-        log(GW_LOG_ERROR, "malformed CUDA IPC descriptor (%zu bytes) dropped", sr.length);
-        ++stats_.dropped_messages;
+    if (!read_device_message(sr.status, bytes, sr.length, info.sender_tag, *m)) {
         delete m;
         return nullptr;
     }
-    m->length = m->desc.blob.length;
     return m;
+}
+
+// A D-bit message's bytes: a device descriptor or a chunked-transfer header
+// (told apart by size), accepted only from the process the runtime says sent
+// it. Fills m's kind, payload and length; false (logged, counted) otherwise.
+bool Engine::read_device_message(ucs_status_t status, const void *bytes, size_t length,
+                                 uint64_t sender_tag, InboundMsg &m)
+{
+    const bool chunked = length == sizeof(ChunkedHeader);
+    bool ok = status == UCS_OK &&
+              (chunked ? decode_chunked_header(bytes, length, &m.chunked) &&
+                             sender_is(sender_tag, m.chunked.src_peer)
+                       : decode_descriptor(bytes, length, &m.desc) &&
+                             sender_is(sender_tag, m.desc.src_peer));
+    if (!ok) {
+        log(GW_LOG_ERROR, "malformed %s (%zu bytes) dropped",
+            chunked ? "chunked-transfer header" : "CUDA IPC descriptor", length);
+        ++stats_.dropped_messages;
+        return false;
+    }
+    m.kind = chunked ? InboundMsg::CHUNKED : InboundMsg::DESC;
+    m.length = chunked ? m.chunked.length : m.desc.blob.length;
+    return true;
 }
 
 InboundMsg *Engine::pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag)
@@ -1106,27 +1054,24 @@ InboundMsg *Engine::pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag)
 
 void Engine::release(InboundMsg *msg)
 {
-    if (msg->handle) {
-        // Still in UCX: receive it into nowhere so UCX frees its resources.
-        void *sink = msg->length ? std::malloc(msg->length) : nullptr;
-        SmallRecv sr;
-        ucp_request_param_t rp;
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                          UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-        rp.cb.recv = &SmallRecv::cb;
-        rp.user_data = &sr;
-        rp.memory_type = UCS_MEMORY_TYPE_HOST;
-        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink, sink ? msg->length : 0,
-                                                  msg->handle, &rp);
-        if (UCS_PTR_IS_PTR(r)) {
-            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-            while (!sr.done && std::chrono::steady_clock::now() < deadline)
-                ucp_worker_progress(worker_);
-            if (!sr.done) ucp_request_cancel(worker_, r);
-        }
-        std::free(sink);
-    }
+    if (msg->handle) drain(msg->handle, msg->length);
     delete msg;
+}
+
+// Receives a probed message into nowhere, so UCX frees what it holds of it.
+void Engine::drain(ucp_tag_message_h handle, size_t length)
+{
+    void *sink = length ? std::malloc(length) : nullptr;
+    SmallRecv sr;
+    ucp_request_param_t rp = recv_param(&SmallRecv::cb, &sr);
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink, sink ? length : 0, handle, &rp);
+    if (UCS_PTR_IS_PTR(r)) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        while (!sr.done && std::chrono::steady_clock::now() < deadline)
+            ucp_worker_progress(worker_);
+        if (!sr.done) ucp_request_cancel(worker_, r);
+    }
+    std::free(sink);
 }
 
 int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info)

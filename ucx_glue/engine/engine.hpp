@@ -78,6 +78,52 @@ struct RecvOp {
     uint8_t done;      // UCX reported completion
 };
 
+// SendOp::waiting bits.
+constexpr uint8_t kWaitSend = 0x1; // UCX has not finished the send
+constexpr uint8_t kWaitAck = 0x2;  // the receiver's copy is not acknowledged yet
+constexpr uint8_t kWaitXfer = 0x4; // chunks of a chunked transfer are still moving
+
+// UCX status -> engine status.
+inline gw_status_t from_ucs(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK: return GW_OK;
+    case UCS_ERR_NO_MEMORY: return GW_ERR_NO_MEMORY;
+    case UCS_ERR_CANCELED: return GW_ERR_CANCELED;
+    case UCS_ERR_MESSAGE_TRUNCATED: return GW_ERR_TRUNCATE;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CONNECTION_RESET: return GW_ERR_UNREACHABLE;
+    default: return GW_ERR_TRANSPORT;
+    }
+}
+
+// Parameters of a tagged receive into host memory. UCX 1.13 does not report
+// the sender's tag on an immediate completion, so the callback is asked for
+// always (it may run inside the call).
+inline ucp_request_param_t recv_param(ucp_tag_recv_nbx_callback_t cb, void *user)
+{
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.recv = cb;
+    rp.user_data = user;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    return rp;
+}
+
+// Parameters of a tagged send from host memory.
+inline ucp_request_param_t send_param(ucp_send_nbx_callback_t cb, void *user)
+{
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    rp.cb.send = cb;
+    rp.user_data = user;
+    rp.memory_type = UCS_MEMORY_TYPE_HOST;
+    return rp;
+}
+
 struct SendOp {
     gw_request_t *req;
     Engine *engine;
@@ -240,6 +286,9 @@ private:
     // up to the first that matches want_tag; returns that one (queued).
     InboundMsg *pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag);
     void release(InboundMsg *msg);
+    void drain(ucp_tag_message_h handle, size_t length);
+    bool read_device_message(ucs_status_t status, const void *bytes, size_t length,
+                             uint64_t sender_tag, InboundMsg &m);
     void *get_block();
     void put_block(void *b);
     void send_done(SendOp *op, ucs_status_t status);
