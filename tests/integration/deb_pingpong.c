@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mpi_pvar.h"
 
 static int rank = -1;
 static int failures = 0;
@@ -22,25 +23,6 @@ static void fail(const char *what)
 {
     fprintf(stderr, "deb_pingpong: rank %d: FAIL: %s\n", rank, what);
     failures++;
-}
-
-static int find_pvar(const char *want)
-{
-    int n = 0;
-    if (MPI_T_pvar_get_num(&n) != MPI_SUCCESS) return -1;
-    for (int i = 0; i < n; ++i) {
-        char name[256], desc[256];
-        int name_len = sizeof(name), desc_len = sizeof(desc);
-        int verbosity, var_class, bind, readonly, continuous, atomic;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype,
-                                desc, &desc_len, &bind, &readonly, &continuous,
-                                &atomic) != MPI_SUCCESS)
-            continue;
-        if (strcmp(name, want) == 0) return i;
-    }
-    return -1;
 }
 
 /* Sends and receives `rounds` messages of `len` bytes each way; returns the

@@ -4,25 +4,7 @@
 #include <string.h>
 
 #include "mpitest.h"
-
-static int find_pvar(const char *want)
-{
-    int n = 0;
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n; ++i) {
-        char name[256], desc[256];
-        int name_len = sizeof(name), desc_len = sizeof(desc);
-        int verbosity, var_class, bind, readonly, continuous, atomic;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype,
-                                desc, &desc_len, &bind, &readonly, &continuous,
-                                &atomic) != MPI_SUCCESS)
-            continue;
-        if (strcmp(name, want) == 0) return i;
-    }
-    return -1;
-}
+#include "mpi_pvar.h"
 
 static unsigned long long read_pvar(MPI_T_pvar_session session, MPI_T_pvar_handle handle)
 {
