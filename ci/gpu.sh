@@ -5,7 +5,8 @@
 #   device run: carry [".deps"] (made by ci/deps_for_gpu.sh), optional ".ref"
 #   with reference programs built elsewhere. Usage: ci/gpu.sh [quick]
 #   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
-#   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240).
+#   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240);
+#   GPU_SANITIZER=0 skips compute-sanitizer.
 #   At most 8 files land in $OUT (the GPU machine returns no more): build.log
 #   (machine first), ctest.log, bench.txt, bench_summary.txt, floor.txt, osu.txt,
 #   sanitizer.txt and report.tar (ci/report.sh's tables and raw data).
@@ -45,7 +46,7 @@ grep -E '\*\*\*|Failed|Not Run' "$OUT/ctest.log" | head -20
 
 # compute-sanitizer over the kernel tests (reductions, datatype packing).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-if [ -x "$SAN" ]; then
+if [ -x "$SAN" ] && [ "${GPU_SANITIZER:-1}" != 0 ]; then
     for t in cuda_reduce_gpu cuda_pack_gpu; do
         exe=$(find "$BUILD" -name "$t" -type f -executable | head -1)
         [ -n "$exe" ] || continue

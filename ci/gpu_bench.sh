@@ -53,6 +53,7 @@ if [ -x "$OSU/osu_latency" ]; then
         osu bibw_DD $GW -- "$OSU/osu_bibw" -d cuda -m 4096:268435456 D D
     fi
     osu bw_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
+    osu bw_DD_chunked $GW --mca pml_gpuwire_ipc 0 --mca pml_gpuwire_staged_chunked 1 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
     osu bw_HD $GW -- "$OSU/osu_bw" -d cuda -m 4096:67108864 H D
     osu lat_HH_gpuwire $GW -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
     osu lat_HH_ucx $MPIRUN --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
@@ -85,9 +86,12 @@ if [ -x "$OSU/osu_latency" ]; then
             echo "| osu_bw D D $m MiB (MB/s) | $v | $pv (cudaMemcpyPeerAsync) | $(ratio "$v" "$pv") |"
             echo "| osu_bibw D D $m MiB (MB/s) | $vb | $(awk -v p="$pv" 'BEGIN { if (p > 0) print 2 * p }') (2x peer) | $(ratio "$vb" "$(awk -v p="$pv" 'BEGIN { print 2 * p }')") |"
         done
+        h2d=$(awk '/^pinned H2D 64 MiB/ {printf "%.0f", $(NF-1) * 1000}' "$OUT/floor.txt")
+        [ -n "$h2d" ] || h2d=55000
         for m in 4 64; do
             b=$((m * 1048576))
-            echo "| osu_bw D D staged $m MiB (MB/s) | $(val bw_DD_staged $b) | 55000 (pinned H2D) | $(ratio "$(val bw_DD_staged $b)" 55000) |"
+            echo "| osu_bw D D staged $m MiB (MB/s) | $(val bw_DD_staged $b) | $h2d (pinned H2D) | $(ratio "$(val bw_DD_staged $b)" "$h2d") |"
+            echo "| osu_bw D D staged, chunked $m MiB (MB/s) | $(val bw_DD_chunked $b) | $h2d (pinned H2D) | $(ratio "$(val bw_DD_chunked $b)" "$h2d") |"
             echo "| osu_bw H D $m MiB (MB/s) | $(val bw_HD $b) | | |"
         done
         hg=$(val lat_HH_gpuwire 8); hu=$(val lat_HH_ucx 8)

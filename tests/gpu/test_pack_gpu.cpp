@@ -64,6 +64,9 @@ void check_layout(std::mt19937_64& rng, size_t span, size_t max_len, size_t user
   char* pbase = dpacked.at(user_shift % 3);
   CUDA_OK(cudaMemcpy(ubase, user.data(), span, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(pbase, packed_init.data(), packed_init.size(), cudaMemcpyHostToDevice));
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the kernel runs on a
+  // non-blocking stream: the data must be on the device first, as MPI requires of a caller.
+  CUDA_OK(cudaDeviceSynchronize());
   int device = 0;
   CUDA_OK(cudaGetDevice(&device));
   char why[512] = "";
@@ -81,6 +84,7 @@ void check_layout(std::mt19937_64& rng, size_t span, size_t max_len, size_t user
   std::vector<unsigned char> fresh(packed_size);
   for (auto& c : fresh) c = static_cast<unsigned char>(rng());
   CUDA_OK(cudaMemcpy(pbase, fresh.data(), packed_size, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> want_user = user;
   for (const auto& b : blocks) std::memcpy(&want_user[lead + b.user_off], &fresh[b.packed_off], b.len);
   REQUIRE(gw_dev_unpack(ubase + lead, pbase, blocks.data(), blocks.size(), device, why,
