@@ -10,23 +10,26 @@
 # GPU present, gwbench --device is run here.
 #
 #   ci/report.sh <build dir> <out dir> [--sizes SPEC] [--iters N] [--no-bind]
-#                [--pmls "gpuwire ucx ob1"] [--render-only]
+#                [--pmls "gpuwire ucx ob1"] [--render-only] [--date TEXT]
 #
 # --sizes: gwbench's -m (default 1:4M); --iters: gwbench's -i (default: by
 # size); --no-bind: no core binding (shared machines, tests); --render-only:
-# no runs, only the report from what <out dir> holds. Needs python3; the PNGs
-# need gnuplot (apt-get install gnuplot-nox). Writes report.md,
-# report_raw.txt, report_host.png and maybe report_device.png.
+# no runs, only the report from what <out dir> holds (files of ci/gpu.sh:
+# the machine line from its build.log; host plot from osu.txt's H H runs
+# when report_raw.txt is missing); --date: the date of those files (default:
+# their newest modification time). Needs python3; the PNGs need gnuplot
+# (apt-get install gnuplot-nox). Writes report.md, report_raw.txt,
+# report_host.png and maybe report_device.png.
 # Exit 0 when every run worked, 1 when one failed, 2 on usage errors.
 set -uo pipefail
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 2 ] || usage
 BUILD=$(cd "$1" && pwd) || usage
 mkdir -p "$2" || exit 2
 OUT=$(cd "$2" && pwd)
 shift 2
-SIZES=1:4M ITERS="" BIND="--bind-to core --map-by core" PMLS="gpuwire ucx ob1" RENDER_ONLY=0
+SIZES=1:4M ITERS="" BIND="--bind-to core --map-by core" PMLS="gpuwire ucx ob1" RENDER_ONLY=0 DATE=""
 while [ $# -gt 0 ]; do
     case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --no-bind) BIND="--bind-to none"; shift ;;
     --pmls) PMLS=$2; shift 2 ;;
     --render-only) RENDER_ONLY=1; shift ;;
+    --date) DATE=$2; shift 2 ;;
     *) usage ;;
     esac
 done
@@ -66,6 +70,13 @@ run() {
     fi
 }
 
+if [ "$RENDER_ONLY" -eq 1 ]; then
+    # The files came from elsewhere: report.py describes that machine from build.log.
+    python3 "$ROOT/ci/report.py" "$OUT" --render-only ${DATE:+--date "$DATE"} || rc=1
+    echo "report: $OUT/report.md"
+    exit $rc
+fi
+
 machine="$(hostname), $(nproc) cores, $(ompi_info | sed -n 's/^ *Open MPI: *//p' | head -1 | sed 's/^/Open MPI /')"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)
@@ -75,22 +86,20 @@ else
     have_gpu=0
 fi
 
-if [ "$RENDER_ONLY" -eq 0 ]; then
-    [ -x "$GWB" ] || { echo "report: no $GWB; build the gwbench target first" >&2; exit 2; }
-    : >"$RAW"
-    args=(-t latency,bw -m "$SIZES")
-    [ -z "$ITERS" ] || args+=(-i "$ITERS")
-    for pml in $PMLS; do
-        # shellcheck disable=SC2046
-        run "host $pml" $(pml_flags "$pml") -- "${args[@]}"
-    done
-    if [ "$have_gpu" -eq 1 ] && [ ! -s "$OUT/gwbench_device.txt" ]; then
-        if timeout 600 "$MPIRUN" --allow-run-as-root -np 2 --bind-to none \
-            --mca mca_base_component_path "$PKGLIB:$BUILD/components" --mca pml gpuwire \
-            "$GWB" --device "${args[@]}" >"$OUT/gwbench_device.txt" 2>&1; then :; else
-            echo "report: gwbench --device failed (see $OUT/gwbench_device.txt)" >&2
-            rc=1
-        fi
+[ -x "$GWB" ] || { echo "report: no $GWB; build the gwbench target first" >&2; exit 2; }
+: >"$RAW"
+args=(-t "latency,bw" -m "$SIZES")
+[ -z "$ITERS" ] || args+=(-i "$ITERS")
+for pml in $PMLS; do
+    # shellcheck disable=SC2046
+    run "host $pml" $(pml_flags "$pml") -- "${args[@]}"
+done
+if [ "$have_gpu" -eq 1 ] && [ ! -s "$OUT/gwbench_device.txt" ]; then
+    if timeout 600 "$MPIRUN" --allow-run-as-root -np 2 --bind-to none \
+        --mca mca_base_component_path "$PKGLIB:$BUILD/components" --mca pml gpuwire \
+        "$GWB" --device "${args[@]}" >"$OUT/gwbench_device.txt" 2>&1; then :; else
+        echo "report: gwbench --device failed (see $OUT/gwbench_device.txt)" >&2
+        rc=1
     fi
 fi
 
