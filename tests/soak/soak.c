@@ -15,15 +15,19 @@
  * sides (exit 77 where there is no GPU). soak_plan.h describes the schedule.
  *
  * Every payload is a pattern of (sender, sequence number, size), checked on
- * arrival with source, tag, count and the guard bytes around the receive.
+ * arrival with source, tag, count and the guard bytes around the receive;
+ * on host buffers by the CPU, on device and managed buffers by kernels
+ * (soak_gpu.cu), so that only a few bytes per message cross PCIe for the
+ * check.
  * Resident memory, descriptors and counters are sampled after the first
  * tenth of the messages and at the end; the test fails on any corrupted
  * message, on RSS growth beyond PERCENT (default 5) of the resident memory
  * that is not the soak's own host buffers, plus KIB (default 4096),
  * on more than 16 new file descriptors, and on messages gpuwire dropped.
  * --inject-corruption K changes one byte of every K-th message after its
- * pattern is written: the run must then report corrupted messages (the
- * checker's own test).
+ * pattern is written (on the GPU for device and managed send buffers): the
+ * run must then report corrupted messages, counted by the kind of the
+ * receive buffer whose check caught them (the checkers' own test).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -32,6 +36,7 @@
 #include <string.h>
 
 #include "mpitest.h"
+#include "soak_gpu.h"
 #include "soak_mem.h"
 #include "soak_pattern.h"
 #include "soak_plan.h"
@@ -71,10 +76,23 @@ static soak_config_t cfg;
 static MPI_Comm comms[SC_NCOMMS];
 static int *to_comm[SC_NCOMMS], *to_world[SC_NCOMMS];
 static arena_t send_arena[SK_NKINDS], recv_arena[SK_NKINDS];
-static unsigned char *staging, *bsend_buf, *gap_mark;
+static unsigned char *staging, *bsend_buf;
 static MPI_Status *statuses;
 static size_t staging_cap, bsend_cap;
 static long corrupted, errors, reports;
+static long failed_in[SK_NKINDS]; /* failed checks of received data, by receive buffer kind */
+static unsigned long long injected;
+
+/* A receive into device or managed memory whose check runs on the GPU; the
+ * verdict comes with the others of the round (finish_device_checks). */
+typedef struct {
+    const recv_op_t *r;
+    const soak_msg_t *m;
+    int slot, count, want;
+} pending_check_t;
+static pending_check_t *pending;
+static soak_gpu_result_t *gpu_results;
+static int npending;
 static unsigned long long sent_msgs, sent_bytes;
 
 #define REPORT(...)                                                                        \
@@ -320,23 +338,53 @@ static void gather(unsigned char *packed, const unsigned char *src, const soak_l
 }
 
 /* First byte of [0, span) outside the layout's blocks that is not the guard
- * byte, or -1: a receive must not write between the blocks of its type. */
+ * byte, or -1: a receive must not write between the blocks of its type. The
+ * blocks of a repetition lie inside its extent (soak_plan.c builds them so),
+ * so the gaps of one repetition, found once, are those of every one and only
+ * their bytes are read. */
+#define MAX_GAP_EXTENT 4096 /* the largest extent soak_plan.c builds is 1432 B */
 static long check_gaps(const unsigned char *buf, const soak_layout_t *l)
 {
-    size_t span = soak_span(l);
+    size_t span = soak_span(l), ext = l->extent;
     if (span == 0) return -1;
-    unsigned char *mark = gap_mark; /* as large as any buffer: no allocation per message */
-    memset(mark, 0, span);
-    for (int r = 0; r < l->count; ++r)
-        for (int b = 0; b < l->nblocks; ++b)
-            memset(mark + (size_t)r * l->extent + l->off[b], 1, l->len[b]);
-    long bad = -1;
-    for (size_t i = 0; i < span; ++i)
-        if (!mark[i] && buf[i] != GUARD_BYTE) {
-            bad = (long)i;
-            break;
+    if (l->nblocks == 1 && l->off[0] == 0 && l->len[0] >= ext) return -1; /* contiguous */
+    unsigned char mark[MAX_GAP_EXTENT];
+    if (ext > MAX_GAP_EXTENT) {
+        fprintf(stderr, "soak: a datatype extent of %zu B (at most %d expected)\n", ext,
+                MAX_GAP_EXTENT);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 0;
+    }
+    memset(mark, 0, ext);
+    for (int b = 0; b < l->nblocks; ++b) {
+        if (l->off[b] + l->len[b] > ext) {
+            fprintf(stderr, "soak: a block at %zu + %zu B beyond the extent %zu B\n", l->off[b],
+                    l->len[b], ext);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            return 0;
         }
-    return bad;
+        memset(mark + l->off[b], 1, l->len[b]);
+    }
+    size_t gap_at[SOAK_MAX_BLOCKS + 1], gap_len[SOAK_MAX_BLOCKS + 1];
+    int ngaps = 0;
+    for (size_t i = 0; i < ext;) {
+        if (mark[i]) {
+            ++i;
+            continue;
+        }
+        size_t j = i;
+        while (j < ext && !mark[j]) ++j;
+        gap_at[ngaps] = i;
+        gap_len[ngaps++] = j - i;
+        i = j;
+    }
+    for (int r = 0; r < l->count; ++r) {
+        size_t base = (size_t)r * ext;
+        for (int g = 0; g < ngaps; ++g)
+            for (size_t i = base + gap_at[g]; i < base + gap_at[g] + gap_len[g] && i < span; ++i)
+                if (buf[i] != GUARD_BYTE) return (long)i;
+    }
+    return -1;
 }
 
 static void prepare_send(send_op_t *s, const soak_msg_t *m)
@@ -346,15 +394,22 @@ static void prepare_send(send_op_t *s, const soak_msg_t *m)
     soak_layout(m, false, &l);
     s->buf = carve(&send_arena[m->send_kind], soak_span(&l));
     uint64_t key = soak_key(m->src, m->seq, m->size);
-    bool direct = m->dtype == SD_BYTES && m->send_kind == SK_HOST;
-    unsigned char *p = direct ? s->buf : staging;
-    soak_fill(p, m->size, key);
-    if (inject_every && m->size && m->seq % inject_every == inject_every - 1)
-        p[m->seq % m->size] ^= 0x10; /* the checker's own test: this must be caught */
-    if (m->dtype != SD_BYTES) {
-        scatter(s->buf, staging, &l);
-    } else if (!direct) {
-        soak_put(m->send_kind, s->buf, staging, m->size);
+    /* The checkers' own test: this byte must be caught. */
+    bool inject = inject_every && m->size && m->seq % inject_every == inject_every - 1;
+    injected += inject;
+    if (m->send_kind != SK_HOST) {
+        if (m->dtype != SD_BYTES) {
+            fprintf(stderr, "soak: message %d: a derived datatype on device memory\n", m->id);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        /* Written by a kernel; soak_gpu_sync() before the sends start. */
+        soak_gpu_fill(s->buf, m->size, key);
+        if (inject) soak_gpu_flip(s->buf, m->seq % m->size, 0x10);
+    } else {
+        unsigned char *p = m->dtype == SD_BYTES ? s->buf : staging;
+        soak_fill(p, m->size, key);
+        if (inject) p[m->seq % m->size] ^= 0x10;
+        if (m->dtype != SD_BYTES) scatter(s->buf, staging, &l);
     }
     mpi_ok(soak_make_type(m, false, &s->type, &s->count), "datatype", m);
     s->req = MPI_REQUEST_NULL;
@@ -381,7 +436,24 @@ static void free_type(MPI_Datatype *t)
     if (*t != MPI_BYTE && *t != MPI_INT && *t != MPI_DOUBLE) MPI_Type_free(t);
 }
 
-/* Checks one completed receive; returns the id of the message it got, or -1. */
+static void report_bad(const recv_op_t *r, const soak_msg_t *m, int comm, const char *what,
+                       long bad, unsigned long long wrong, int count, int want)
+{
+    corrupted++;
+    failed_in[r->kind]++;
+    char nwrong[48] = "";
+    if (wrong)
+        snprintf(nwrong, sizeof(nwrong), "%llu byte%s wrong, ", wrong, wrong == 1 ? "" : "s");
+    REPORT("message %d (%d->%d, seq %llu, %zu B, %s, %s, %s -> %s, %s): %s wrong at byte %ld "
+           "(%scount %d, expected %d)",
+           m->id, m->src, m->dst, (unsigned long long)m->seq, m->size, soak_mode_name(m->mode),
+           soak_dtype_name(m->dtype), soak_kind_name(m->send_kind), soak_kind_name(r->kind),
+           soak_comm_name(comm), what, bad, nwrong, count, want);
+}
+
+/* Checks one completed receive; returns the id of the message it got, or -1.
+ * The payload of a device or managed receive is checked on the GPU: queued
+ * here, judged in finish_device_checks(). */
 static int validate(const recv_op_t *r, const soak_plan_t *p)
 {
     const MPI_Status *st = &r->st;
@@ -412,28 +484,39 @@ static int validate(const recv_op_t *r, const soak_plan_t *p)
     MPI_Get_count(st, r->type, &count);
     uint64_t key = soak_key(m->src, m->seq, m->size);
     long bad = -1;
+    unsigned long long wrong = 0;
     const char *what = "payload";
     if (count != want) {
         bad = 0;
         what = "count";
     } else if (r->type == MPI_BYTE || r->type == MPI_INT || r->type == MPI_DOUBLE) {
-        unsigned char *h = r->kind == SK_HOST ? r->buf : staging;
         size_t tail = r->cap + GUARD - m->size < GUARD ? r->cap + GUARD - m->size : GUARD;
-        if (r->kind != SK_HOST) soak_get(r->kind, staging, r->buf, m->size + tail);
+        if (r->kind != SK_HOST) {
+            pending_check_t *c = &pending[npending++];
+            c->r = r;
+            c->m = m;
+            c->count = count;
+            c->want = want;
+            c->slot = soak_gpu_check(r->buf, m->size, tail, GUARD_BYTE, key);
+            return m->id;
+        }
+        const unsigned char *h = r->buf;
         bad = soak_check(h, m->size, key);
-        if (bad < 0) {
-            for (size_t i = 0; i < tail; ++i)
-                if (h[m->size + i] != GUARD_BYTE) {
+        if (bad >= 0) wrong = soak_count_wrong(h, m->size, key);
+        for (size_t i = 0; i < tail; ++i)
+            if (h[m->size + i] != GUARD_BYTE) {
+                if (bad < 0) {
                     bad = (long)(m->size + i);
                     what = "guard after the payload";
-                    break;
                 }
-        }
+                wrong++;
+            }
     } else {
         soak_layout_t l;
         soak_layout(m, true, &l);
         gather(staging, r->buf, &l);
         bad = soak_check(staging, m->size, key);
+        if (bad >= 0) wrong = soak_count_wrong(staging, m->size, key);
         if (bad < 0) {
             bad = check_gaps(r->buf, &l);
             what = "gap of the datatype";
@@ -448,15 +531,24 @@ static int validate(const recv_op_t *r, const soak_plan_t *p)
                 }
         }
     }
-    if (bad >= 0) {
-        corrupted++;
-        REPORT("message %d (%d->%d, seq %llu, %zu B, %s, %s, %s -> %s, %s): %s wrong at byte %ld "
-               "(count %d, expected %d)",
-               m->id, m->src, m->dst, (unsigned long long)m->seq, m->size, soak_mode_name(m->mode),
-               soak_dtype_name(m->dtype), soak_kind_name(m->send_kind), soak_kind_name(r->kind),
-               soak_comm_name(comm), what, bad, count, want);
-    }
+    if (bad >= 0) report_bad(r, m, comm, what, bad, wrong, count, want);
     return m->id;
+}
+
+/* The verdicts of the round's checks on the GPU, fetched in one copy. */
+static void finish_device_checks(void)
+{
+    if (!npending) return;
+    int n = soak_gpu_results(gpu_results);
+    for (int i = 0; i < npending; ++i) {
+        const pending_check_t *c = &pending[i];
+        const soak_gpu_result_t *g = c->slot < n ? &gpu_results[c->slot] : NULL;
+        if (!g || !g->wrong) continue;
+        int comm = c->r->m->comm;
+        const char *what = g->first < c->m->size ? "payload" : "guard after the payload";
+        report_bad(c->r, c->m, comm, what, (long)g->first, g->wrong, c->count, c->want);
+    }
+    npending = 0;
 }
 
 /* ---- one round ------------------------------------------------------------------ */
@@ -529,6 +621,8 @@ static void run_round(const soak_plan_t *p, uint64_t round, send_op_t *sends, re
             prepare_recv(&recvs[nr++], p, m);
         }
     }
+    /* Device and managed payloads and guards are written by then. */
+    if (cfg.device) soak_gpu_sync();
     /* A: early receives, then the handshake that ready sends rely on. */
     for (int i = 0; i < nr; ++i)
         if (recvs[i].m->recv == SR_EARLY) post_recv(&recvs[i]);
@@ -576,6 +670,7 @@ static void run_round(const soak_plan_t *p, uint64_t round, send_op_t *sends, re
         }
         free_type(&recvs[i].type);
     }
+    finish_device_checks();
     for (int i = 0; i < p->n; ++i)
         if (p->msgs[i].dst == mt_rank && !seen[i]) {
             corrupted++;
@@ -659,12 +754,11 @@ int main(int argc, char **argv)
     arenas_alloc(&need, false);
     staging_cap = need.msg + GUARD;
     staging = soak_alloc(SK_HOST, staging_cap);
-    gap_mark = soak_alloc(SK_HOST, staging_cap);
     bsend_cap = need.bsend + MPI_BSEND_OVERHEAD + 4096;
     bsend_buf = soak_alloc(SK_HOST, bsend_cap);
     MT_CHECK_MPI(MPI_Buffer_attach(bsend_buf, (int)bsend_cap));
     own_host_kib =
-        (long)((need.send[SK_HOST] + need.recv[SK_HOST] + 2 * staging_cap + bsend_cap) / 1024);
+        (long)((need.send[SK_HOST] + need.recv[SK_HOST] + staging_cap + bsend_cap) / 1024);
 
     int cap = soak_plan_capacity(&cfg);
     soak_plan_t plan = {malloc(sizeof(soak_msg_t) * cap), 0, calloc((size_t)mt_size, sizeof(uint64_t)), 0};
@@ -674,6 +768,11 @@ int main(int argc, char **argv)
     statuses = malloc(sizeof(MPI_Status) * 2 * cap);
     int *recv_of = malloc(sizeof(int) * cap);
     unsigned char *seen = malloc((size_t)cap);
+    if (cfg.device) {
+        soak_gpu_init(cap);
+        pending = malloc(sizeof(pending_check_t) * cap);
+        gpu_results = malloc(sizeof(soak_gpu_result_t) * cap);
+    }
 
     soak_pvars_t pv;
     soak_pvars_open(&pv);
@@ -699,16 +798,27 @@ int main(int argc, char **argv)
     soak_take_sample(&pv, &last);
     if (!sampled) first = last;
 
-    long tot[2] = {corrupted, errors}, sum[2] = {0, 0};
-    MPI_Allreduce(tot, sum, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    unsigned long long mine[2] = {sent_msgs, sent_bytes}, all[2] = {0, 0};
-    MPI_Allreduce(mine, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    long tot[2 + SK_NKINDS] = {corrupted, errors}, sum[2 + SK_NKINDS] = {0};
+    for (int k = 0; k < SK_NKINDS; ++k) tot[2 + k] = failed_in[k];
+    MPI_Allreduce(tot, sum, 2 + SK_NKINDS, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    unsigned long long mine[3] = {sent_msgs, sent_bytes, injected}, all[3] = {0, 0, 0};
+    MPI_Allreduce(mine, all, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (mt_rank == 0) {
         printf("soak: %llu messages, %.1f MB in %.1f s (%llu rounds, %d ranks, sizes 0-%zu B, "
                "seed %llu, %s buffers): %ld corrupted, %ld failed calls\n",
                all[0], (double)all[1] / 1e6, secs, (unsigned long long)rounds, mt_size,
                cfg.max_size, (unsigned long long)cfg.seed,
                cfg.device ? "host, device and managed" : "host", sum[0], sum[1]);
+        if (sum[0] || inject_every) {
+            /* --inject-corruption: every changed message must be found, and nothing else. */
+            char verdict[48] = "all of them";
+            if ((unsigned long long)sum[0] != all[2])
+                snprintf(verdict, sizeof(verdict), "expected %llu", all[2]);
+            printf("soak: %llu messages changed on purpose, %ld found corrupted (%s), failed checks "
+                   "by receive buffer: host %ld, device %ld, managed %ld\n",
+                   all[2], sum[0], verdict, sum[2 + SK_HOST], sum[2 + SK_DEVICE],
+                   sum[2 + SK_MANAGED]);
+        }
         fflush(stdout);
     }
     if (corrupted) mt_fail(__FILE__, __LINE__, "%ld corrupted messages", corrupted);
@@ -725,7 +835,6 @@ int main(int argc, char **argv)
     free_comms();
     arenas_free(false);
     soak_free(SK_HOST, staging);
-    soak_free(SK_HOST, gap_mark);
     free(statuses);
     soak_free(SK_HOST, bsend_buf);
     free(plan.msgs);
@@ -735,6 +844,9 @@ int main(int argc, char **argv)
     free(reqs);
     free(recv_of);
     free(seen);
+    free(pending);
+    free(gpu_results);
+    if (cfg.device) soak_gpu_fini();
     MPI_T_finalize();
     return mt_finish();
 }

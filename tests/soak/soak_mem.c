@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "soak_gpu.h"
 #include "soak_plan.h"
 
 #ifdef SOAK_HAVE_CUDA
@@ -77,30 +78,6 @@ void soak_free(int kind, void *p)
 #endif
 }
 
-void soak_put(int kind, void *dst, const void *src, size_t n)
-{
-    if (!n) return;
-    if (kind == SK_HOST) {
-        memcpy(dst, src, n);
-        return;
-    }
-#ifdef SOAK_HAVE_CUDA
-    CUDA_OK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));
-#endif
-}
-
-void soak_get(int kind, void *dst, const void *src, size_t n)
-{
-    if (!n) return;
-    if (kind == SK_HOST) {
-        memcpy(dst, src, n);
-        return;
-    }
-#ifdef SOAK_HAVE_CUDA
-    CUDA_OK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));
-#endif
-}
-
 void soak_set(int kind, void *dst, int byte, size_t n)
 {
     if (!n) return;
@@ -108,8 +85,5 @@ void soak_set(int kind, void *dst, int byte, size_t n)
         memset(dst, byte, n);
         return;
     }
-#ifdef SOAK_HAVE_CUDA
-    CUDA_OK(cudaMemset(dst, byte, n));
-    CUDA_OK(cudaDeviceSynchronize());
-#endif
+    soak_gpu_memset(dst, byte, n);
 }

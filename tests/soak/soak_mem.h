@@ -1,8 +1,7 @@
-/* Buffers of every memory kind the soak uses (host, cudaMalloc, managed) and
- * copies between them and host memory. Host memory is touched when
- * allocated, so that resident memory does not grow later just because a
- * bigger round first used more of it. Every CUDA call is checked; a failure
- * ends the job with one line naming the call. */
+/* Buffers of every memory kind the soak uses (host, cudaMalloc, managed).
+ * Host memory is touched when allocated, so that resident memory does not
+ * grow later just because a bigger round first used more of it. Every CUDA
+ * call is checked; a failure ends the job with one line naming the call. */
 #ifndef GPUWIRE_SOAK_MEM_H
 #define GPUWIRE_SOAK_MEM_H
 
@@ -15,9 +14,8 @@ int soak_mem_init_device(int local_rank, char *why, size_t len);
 
 void *soak_alloc(int kind, size_t n);
 void soak_free(int kind, void *p);
-/* host -> buffer of kind, buffer of kind -> host, memset. */
-void soak_put(int kind, void *dst, const void *src, size_t n);
-void soak_get(int kind, void *dst, const void *src, size_t n);
+/* memset; on device and managed buffers queued on the soak's stream
+ * (soak_gpu.h), done once soak_gpu_sync() returns. */
 void soak_set(int kind, void *dst, int byte, size_t n);
 
 #endif
