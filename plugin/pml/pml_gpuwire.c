@@ -410,24 +410,41 @@ typedef struct {
     int done;
 } blocking_t;
 
+/* gw_request_t::user of a blocking operation points at its done flag. */
 static void blocking_done(gw_request_t *g)
 {
-    blocking_t *b = (blocking_t *)((char *)g - offsetof(blocking_t, req.gw));
-    __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+    __atomic_store_n((int *)g->user, 1, __ATOMIC_RELEASE);
 }
 
 /* Spins on the engine itself, as pml/ucx does on its worker; Open MPI's
  * progress loop (other components, events) runs every 64 turns. */
-static inline void blocking_wait(blocking_t *b)
+static inline void blocking_wait_flag(int *done)
 {
     unsigned turns = 0;
-    while (!__atomic_load_n(&b->done, __ATOMIC_ACQUIRE)) {
+    while (!__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
         if ((++turns & 63) == 0) {
             opal_progress();
         } else {
             gw_engine_progress(mca_pml_gpuwire.engine);
         }
     }
+}
+
+static inline void blocking_wait(blocking_t *b) { blocking_wait_flag(&b->done); }
+
+/* The engine request of a blocking operation on one contiguous range: no
+ * MPI request, no staging. */
+typedef struct {
+    gw_request_t gw;
+    int done;
+} blocking_contig_t;
+
+static inline void blocking_contig_init(blocking_contig_t *b)
+{
+    b->done = 0;
+    b->gw.complete_cb = blocking_done;
+    b->gw.user = &b->done;
+    b->gw.flags = GW_REQ_INLINE_CB; /* it only sets the flag */
 }
 
 static inline void blocking_init(blocking_t *b, int kind, const void *buf, size_t count,
@@ -448,6 +465,8 @@ static inline void blocking_init(blocking_t *b, int kind, const void *buf, size_
     b->req.staging = NULL;
     b->req.staging_kind = PML_GW_STAGING_NONE;
     b->req.gw.complete_cb = blocking_done;
+    b->req.gw.user = &b->done;
+    b->req.gw.flags = GW_REQ_INLINE_CB; /* it only sets b->done */
 }
 
 static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int dst, int tag,
@@ -464,6 +483,22 @@ static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int d
             opal_free_list_return(&mca_pml_gpuwire.requests, &shadow->ompi.super);
         }
         return rc;
+    }
+    if (OPAL_LIKELY(opal_datatype_is_contiguous_memory_layout(&dtype->super, (int32_t)count))) {
+        /* The common case: the bytes as they are, straight to the engine. */
+        uint32_t peer;
+        int rc = pml_gw_peer_index(comm, dst, &peer);
+        if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+        blocking_contig_t c;
+        blocking_contig_init(&c);
+        gw_status_t st = gw_isend(mca_pml_gpuwire.engine, &c.gw, peer, gw_comm_cid(comm),
+                                  ompi_comm_rank(comm), tag, (const char *)buf + dtype->super.true_lb,
+                                  pml_gpuwire_packed_size(dtype, count),
+                                  mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0);
+        if (OPAL_UNLIKELY(GW_OK != st)) return mca_pml_gpuwire_mpi_error(st);
+        blocking_wait_flag(&c.done);
+        return OPAL_LIKELY(GW_OK == c.gw.status) ? MPI_SUCCESS
+                                                 : mca_pml_gpuwire_mpi_error(c.gw.status);
     }
     blocking_t b;
     blocking_init(&b, PML_GW_SEND, buf, count, dtype, dst, tag, comm, mode);
@@ -491,6 +526,18 @@ static int pml_recv_blocking(void *buf, size_t count, ompi_datatype_t *dtype, in
 static int pml_recv(void *buf, size_t count, ompi_datatype_t *dtype, int src, int tag,
                 ompi_communicator_t *comm, ompi_status_public_t *status)
 {
+    if (OPAL_LIKELY(opal_datatype_is_contiguous_memory_layout(&dtype->super, (int32_t)count))) {
+        /* The common case: UCX lands the bytes where they belong. */
+        blocking_contig_t c;
+        blocking_contig_init(&c);
+        const size_t size = pml_gpuwire_packed_size(dtype, count);
+        gw_status_t st = gw_irecv(mca_pml_gpuwire.engine, &c.gw, gw_comm_cid(comm), src, tag,
+                                  size ? (char *)buf + dtype->super.true_lb : NULL, size);
+        if (OPAL_UNLIKELY(GW_OK != st)) return mca_pml_gpuwire_mpi_error(st);
+        blocking_wait_flag(&c.done);
+        ompi_status_public_t local;
+        return pml_gw_recv_status(&c.gw, size, MPI_STATUS_IGNORE == status ? &local : status);
+    }
     return pml_recv_blocking(buf, count, dtype, src, tag, comm, NULL, status);
 }
 

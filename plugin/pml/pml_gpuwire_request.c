@@ -19,6 +19,7 @@ static void request_construct(mca_pml_gpuwire_request_t *req)
     req->ompi.req_free = request_free;
     req->ompi.req_cancel = request_cancel;
     req->gw.complete_cb = request_engine_done;
+    req->gw.flags = 0; /* completing an MPI request may run user code: never under the lock */
     req->staging = NULL;
     req->staging_kind = PML_GW_STAGING_NONE;
 }
@@ -241,23 +242,11 @@ static int pml_gw_recv_unpack(mca_pml_gpuwire_request_t *req, size_t len)
 int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status)
 {
     gw_request_t *g = &req->gw;
-    int err = mca_pml_gpuwire_mpi_error(g->status);
-    if (g->status == GW_ERR_CANCELED) {
-        status->_cancelled = 1;
-        status->_ucount = 0;
-        err = MPI_SUCCESS;
-    } else {
-        status->MPI_SOURCE = g->source;
-        status->MPI_TAG = g->tag;
-        status->_cancelled = 0;
-        status->_ucount = g->status == GW_ERR_TRUNCATE ? pml_gpuwire_packed_size(req->dtype, req->count)
-                                                       : g->length;
-        if (req->staging && g->status == GW_OK) {
-            int rc = pml_gw_recv_unpack(req, g->length);
-            if (MPI_SUCCESS != rc) err = rc;
-        }
+    int err = pml_gw_recv_status(g, pml_gpuwire_packed_size(req->dtype, req->count), status);
+    if (req->staging && g->status == GW_OK) {
+        int rc = pml_gw_recv_unpack(req, g->length);
+        if (MPI_SUCCESS != rc) status->MPI_ERROR = err = rc;
     }
-    status->MPI_ERROR = err;
     pml_gw_staging_release(req);
     return err;
 }

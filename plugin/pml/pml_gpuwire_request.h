@@ -73,6 +73,26 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
 /* Prepares where a receive lands; the inverse of the above. */
 int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap);
 
+/* Fills an MPI status from a finished engine receive into a buffer of
+ * full_size bytes; returns the MPI error code. */
+static inline int pml_gw_recv_status(const gw_request_t *g, size_t full_size,
+                                     ompi_status_public_t *status)
+{
+    int err = OPAL_LIKELY(GW_OK == g->status) ? MPI_SUCCESS : mca_pml_gpuwire_mpi_error(g->status);
+    if (OPAL_UNLIKELY(g->status == GW_ERR_CANCELED)) {
+        status->_cancelled = 1;
+        status->_ucount = 0;
+        err = MPI_SUCCESS;
+    } else {
+        status->MPI_SOURCE = g->source;
+        status->MPI_TAG = g->tag;
+        status->_cancelled = 0;
+        status->_ucount = g->status == GW_ERR_TRUNCATE ? full_size : g->length;
+    }
+    status->MPI_ERROR = err;
+    return err;
+}
+
 /* Fills an MPI status from a finished engine receive; unpacks a staged
  * receive into the user's buffer. Returns the MPI error code. */
 int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status);

@@ -279,7 +279,6 @@ Engine::~Engine()
     }
     if (context_) ucp_cleanup(context_);
     free_abandoned();
-    for (void *b : blocks_) std::free(b);
     run_completions();
 }
 
@@ -342,12 +341,6 @@ Context &Engine::context(uint32_t id)
     return *last_context_;
 }
 
-void Engine::complete(gw_request_t *req, gw_status_t status)
-{
-    req->status = status;
-    done_.push_back(req);
-}
-
 void Engine::run_completions()
 {
     for (;;) {
@@ -364,10 +357,11 @@ void Engine::run_completions()
     }
 }
 
-int Engine::progress()
+// Device copies, congestion counters, chunked transfers and acknowledgements;
+// called from progress() with the lock held.
+int Engine::progress_side_work()
 {
-    lock_.lock();
-    int n = static_cast<int>(ucp_worker_progress(worker_));
+    int n = 0;
     if (dev_ && dev_->busy()) {
         n += dev_->poll([this](void *token, const cuda::Status &s) {
             if (XferSlot *slot = slot_of_token(token)) {
@@ -385,9 +379,6 @@ int Engine::progress()
         poll_congestion();
     if (!xfers_.empty()) advance_xfers();
     if (!pending_acks_.empty()) flush_acks();
-    bool any_done = done_head_ != done_.size();
-    lock_.unlock();
-    if (any_done) run_completions();
     return n;
 }
 
@@ -435,6 +426,47 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
         lock_.unlock();
         return st;
     }
+    const uint64_t wire_tag = make_send_tag(ctx, my_rank, tag);
+    req->length = len;
+    if ((dev_ && len) || (flags & GW_SEND_SYNC) || (pacer_ && len >= params_.pace_min_bytes))
+        [[unlikely]]
+        return isend_general(req, ep, peer, wire_tag, buf, len, flags);
+
+    // Host memory, standard mode, not paced: the user's bytes as one tagged
+    // message. The operation's state is written only if UCX keeps the send
+    // (nothing can call back before: progress needs the lock).
+    auto *op = reinterpret_cast<SendOp *>(req->priv);
+    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, wire_tag, &rp);
+    ++stats_.sends;
+    stats_.bytes_sent += len;
+    const bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : r != nullptr;
+    ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
+    if (r == nullptr) [[likely]] {
+        const bool others = done_head_ != done_.size();
+        lock_.unlock();
+        req->status = GW_OK;
+        req->complete_cb(req);
+        if (others) run_completions();
+        return GW_OK;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
+            ucs_status_string(UCS_PTR_STATUS(r)));
+        lock_.unlock();
+        return from_ucs(UCS_PTR_STATUS(r));
+    }
+    new (op) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK};
+    lock_.unlock();
+    return GW_OK;
+}
+
+// Device memory, synchronous mode or paced: every path decision. Called with
+// the lock held; releases it.
+gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
+                                  const void *buf, size_t len, unsigned flags)
+{
+    gw_status_t st;
     auto *op = new (req->priv) SendOp;
     op->req = req;
     op->engine = this;
@@ -443,8 +475,6 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     op->status = GW_OK;
     op->waiting = kWaitSend;
     op->desc = 0;
-    req->length = len;
-    uint64_t wire_tag = make_send_tag(ctx, my_rank, tag);
 
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
 
@@ -665,25 +695,6 @@ void Engine::flush_acks()
 // Receiving
 // ---------------------------------------------------------------------------
 
-void *Engine::get_block()
-{
-    if (!blocks_.empty()) {
-        void *b = blocks_.back();
-        blocks_.pop_back();
-        return b;
-    }
-    return std::malloc(kBlockBytes);
-}
-
-void Engine::put_block(void *b)
-{
-    if (blocks_.size() < 1024) {
-        blocks_.push_back(b);
-    } else {
-        std::free(b);
-    }
-}
-
 RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
 {
     auto *op = new (req->priv) RecvOp;
@@ -692,13 +703,13 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->req = req;
     op->engine = this;
     op->ucx_req = nullptr;
-    op->block = nullptr;
     op->landing = buf;
     op->bounce = nullptr;
     op->ack_id = 0;
     op->ack_peer = 0;
     op->device = -1;
     op->done = 0;
+    op->saved = 0;
     return op;
 }
 
@@ -707,16 +718,14 @@ bool Engine::prepare_landing(RecvOp *op)
     if (op->device < 0 && op->cap >= kBlockBytes) {
         // Straight into the user's buffer; keep what a descriptor would
         // overwrite, to put it back.
-        op->block = get_block();
-        if (!op->block) return false;
         std::memcpy(op->block, op->buf, sizeof(DeviceDescriptor));
+        op->saved = 1;
         op->landing = op->buf;
         return true;
     }
     if (op->cap <= kBlockBytes) {
-        op->block = get_block();
         op->landing = op->block;
-        return op->block != nullptr;
+        return true;
     }
     // A device buffer: UCX writes host memory here (see deliver for why).
     op->bounce = std::malloc(op->cap);
@@ -726,9 +735,10 @@ bool Engine::prepare_landing(RecvOp *op)
 
 void Engine::release_landing(RecvOp *op)
 {
-    if (op->block) put_block(op->block);
-    std::free(op->bounce);
-    op->block = op->bounce = nullptr;
+    if (op->bounce) [[unlikely]] {
+        std::free(op->bounce);
+        op->bounce = nullptr;
+    }
 }
 
 static size_t landing_bytes(const RecvOp *op)
@@ -801,7 +811,7 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     if (sender_tag & kDescBit) [[unlikely]] {
         InboundMsg m;
         const bool ok = read_device_message(status, op->landing, length, sender_tag, m);
-        if (op->landing == op->buf) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
             req->length = 0;

@@ -69,13 +69,16 @@ struct RecvOp {
     gw_request_t *req;
     Engine *engine;
     void *ucx_req;     // UCX's request while the receive is posted there
-    void *block;       // engine block: landing zone, or saved head of buf
     void *landing;     // where UCX writes: buf, block or bounce
     void *bounce;      // host landing of a device receive larger than a block
     uint64_t ack_id;   // acknowledgement owed once a device copy is done
     uint32_t ack_peer;
     int32_t device;    // GPU of buf, or -1 for host memory
     uint8_t done;      // UCX reported completion
+    uint8_t saved;     // block holds the head of buf (landing == buf)
+    // Landing zone of a small receive, or the saved head of buf: inside the
+    // request, so a receive allocates nothing.
+    alignas(16) unsigned char block[kBlockBytes];
 };
 
 // SendOp::waiting bits.
@@ -202,7 +205,18 @@ public:
     const void *address() const { return address_; }
     size_t address_length() const { return address_length_; }
 
-    int progress();
+    // The fast path of progress: UCX, then the rest only when there is any.
+    int progress()
+    {
+        lock_.lock();
+        int n = static_cast<int>(ucp_worker_progress(worker_));
+        if (side_work()) [[unlikely]]
+            n += progress_side_work();
+        const bool any_done = done_head_ != done_.size();
+        lock_.unlock();
+        if (any_done) run_completions();
+        return n;
+    }
     void disconnect();
     gw_status_t isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                       int32_t tag, const void *buf, size_t len, unsigned flags);
@@ -257,7 +271,23 @@ private:
     }
     ucp_ep_h connect(uint32_t peer, gw_status_t &status);
     Context &context(uint32_t id);
-    void complete(gw_request_t *req, gw_status_t status);
+    // Completes req: at once when its callback may run under the engine's
+    // lock (GW_REQ_INLINE_CB), else queued for run_completions().
+    void complete(gw_request_t *req, gw_status_t status)
+    {
+        req->status = status;
+        if (req->flags & GW_REQ_INLINE_CB) {
+            req->complete_cb(req);
+        } else {
+            done_.push_back(req);
+        }
+    }
+    bool side_work() const
+    {
+        return (dev_ && dev_->busy()) || (cnp_reader_ && pacer_) || !xfers_.empty() ||
+               !pending_acks_.empty();
+    }
+    int progress_side_work();
 
     // Receive side.
     static ucs_status_t on_sync_ack(void *arg, const void *header, size_t header_length,
@@ -268,6 +298,8 @@ private:
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 
+    gw_status_t isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
+                              const void *buf, size_t len, unsigned flags);
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Picks where UCX writes for this receive; false when out of memory.
     bool prepare_landing(RecvOp *op);
@@ -289,8 +321,6 @@ private:
     void drain(ucp_tag_message_h handle, size_t length);
     bool read_device_message(ucs_status_t status, const void *bytes, size_t length,
                              uint64_t sender_tag, InboundMsg &m);
-    void *get_block();
-    void put_block(void *b);
     void send_done(SendOp *op, ucs_status_t status);
     void flush_acks();
 
@@ -337,7 +367,6 @@ private:
     uint64_t next_cnp_poll_ns_ = 0;
     void poll_congestion();
     gw_status_t start_pacing(std::string &why);
-    std::vector<void *> blocks_; // free landing blocks
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;
     std::vector<PendingAck> pending_acks_;

@@ -68,12 +68,17 @@ typedef void (*gw_complete_cb_t)(gw_request_t *req);
 #endif
 
 /* Size of the engine's per-operation state kept inside each request. */
-#define GW_REQUEST_PRIVATE_BYTES 128
+#define GW_REQUEST_PRIVATE_BYTES 384
+
+/* gw_request_t::flags */
+#define GW_REQ_INLINE_CB 0x1u /* complete_cb may run inside any engine call, with the
+                                 engine's lock held: it must not call the engine */
 
 struct gw_request {
     /* Set by the caller before starting an operation. */
     gw_complete_cb_t complete_cb;
     void *user;                /* free for the caller */
+    unsigned flags;            /* GW_REQ_* */
 
     /* Outputs, valid when complete_cb runs. */
     gw_status_t status;
