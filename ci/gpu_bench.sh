@@ -4,6 +4,8 @@
 # osu_bibw on device buffers under pml gpuwire (where .ref/osu-install holds an
 # OSU build), gwbench, and host buffers against pml ucx.
 #   ci/gpu_bench.sh <build dir> <out dir>
+#   GPU_BENCH_QUICK=1: only the floors, H D / D H latency and bandwidth, the
+#   staged bandwidth and the bound host latency rounds (about two minutes).
 set -uo pipefail
 BUILD=$1
 OUT=$2
@@ -12,6 +14,7 @@ OMPI_LIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
 CPATH_GW="$OMPI_LIB:$BUILD/components"
 MPIRUN="mpirun --allow-run-as-root -np 2 --bind-to none --mca mca_base_component_path $CPATH_GW"
 GW="$MPIRUN --mca pml gpuwire"
+QUICK=${GPU_BENCH_QUICK:-0}
 SUM=$OUT/bench_summary.txt
 : >"$SUM"
 
@@ -45,9 +48,11 @@ if [ -x "$OSU/osu_latency" ]; then
         [ "$tag" = DD ] && [ "$NGPU" -lt 2 ] && continue
         osu "lat_$tag" $GW -- "$OSU/osu_latency" -d cuda -m 1:4194304 -i 3000 -x 300 $dirs
     done
-    osu lat_DD_samegpu $GW -x CUDA_VISIBLE_DEVICES=0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 3000 -x 300 D D
-    osu lat_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 2000 -x 200 D D
-    osu lat_DD_check $GW -- "$OSU/osu_latency" -d cuda -c -m 1:4194304 -i 20 -x 5 D D
+    if [ "$QUICK" != 1 ]; then
+        osu lat_DD_samegpu $GW -x CUDA_VISIBLE_DEVICES=0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 3000 -x 300 D D
+        osu lat_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_latency" -d cuda -m 1:65536 -i 2000 -x 200 D D
+        osu lat_DD_check $GW -- "$OSU/osu_latency" -d cuda -c -m 1:4194304 -i 20 -x 5 D D
+    fi
     if [ "$NGPU" -ge 2 ]; then
         osu bw_DD $GW -- "$OSU/osu_bw" -d cuda -m 4096:268435456 D D
         osu bibw_DD $GW -- "$OSU/osu_bibw" -d cuda -m 4096:268435456 D D
@@ -55,10 +60,18 @@ if [ -x "$OSU/osu_latency" ]; then
     osu bw_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
     osu bw_DD_chunked $GW --mca pml_gpuwire_ipc 0 --mca pml_gpuwire_staged_chunked 1 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
     osu bw_HD $GW -- "$OSU/osu_bw" -d cuda -m 4096:67108864 H D
-    osu lat_HH_gpuwire $GW -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
-    osu lat_HH_ucx $MPIRUN --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
-    osu bw_HH_gpuwire $GW -- "$OSU/osu_bw" -m 1:4194304
-    osu bw_HH_ucx $MPIRUN --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_bw" -m 1:4194304
+    # Host 8 B latency, ranks bound to cores, the two PMLs alternating.
+    BOUND="mpirun --allow-run-as-root -np 2 --bind-to core --map-by core --mca mca_base_component_path $CPATH_GW"
+    for r in 1 2 3; do
+        osu "lat_HHb_gpuwire_$r" $BOUND --mca pml gpuwire -- "$OSU/osu_latency" -m 8:8 -i 200000 -x 20000
+        osu "lat_HHb_ucx_$r" $BOUND --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_latency" -m 8:8 -i 200000 -x 20000
+    done
+    if [ "$QUICK" != 1 ]; then
+        osu lat_HH_gpuwire $GW -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
+        osu lat_HH_ucx $MPIRUN --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_latency" -m 1:65536 -i 20000 -x 2000
+        osu bw_HH_gpuwire $GW -- "$OSU/osu_bw" -m 1:4194304
+        osu bw_HH_ucx $MPIRUN --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -- "$OSU/osu_bw" -m 1:4194304
+    fi
 
     floor() { grep -F "$1" "$OUT/floor.txt" | awk '{print $(NF-1)}' | head -1; }
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
@@ -94,6 +107,10 @@ if [ -x "$OSU/osu_latency" ]; then
             echo "| osu_bw D D staged, chunked $m MiB (MB/s) | $(val bw_DD_chunked $b) | $h2d (pinned H2D) | $(ratio "$(val bw_DD_chunked $b)" "$h2d") |"
             echo "| osu_bw H D $m MiB (MB/s) | $(val bw_HD $b) | | |"
         done
+        med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+        hbg=$(med3 "$(val lat_HHb_gpuwire_1 8)" "$(val lat_HHb_gpuwire_2 8)" "$(val lat_HHb_gpuwire_3 8)")
+        hbu=$(med3 "$(val lat_HHb_ucx_1 8)" "$(val lat_HHb_ucx_2 8)" "$(val lat_HHb_ucx_3 8)")
+        echo "| osu_latency H H 8 B, bound to cores, median of 3 alternating runs (us) | $hbg | $hbu (pml ucx) | $(ratio "$hbg" "$hbu") |"
         hg=$(val lat_HH_gpuwire 8); hu=$(val lat_HH_ucx 8)
         echo "| osu_latency H H 8 B (us) | $hg | $hu (pml ucx) | $(ratio "$hg" "$hu") |"
         bg=$(val bw_HH_gpuwire 1048576); bu=$(val bw_HH_ucx 1048576)
@@ -102,7 +119,7 @@ if [ -x "$OSU/osu_latency" ]; then
 fi
 
 GWB=$(find "$BUILD" -name gwbench -type f -executable | head -1)
-if [ -n "$GWB" ]; then
+if [ -n "$GWB" ] && [ "$QUICK" != 1 ]; then
     $GW "$GWB" --device >"$OUT/gwbench_device.txt" 2>&1
     echo "--- gwbench --device (pml gpuwire)"; cat "$OUT/gwbench_device.txt"
 fi
