@@ -3,14 +3,16 @@
  * them is in flight; kill_rank.sh checks that the job then ends, nonzero and
  * in bounded time, and that no process is left.
  *
- *   kill_rank <sender|receiver> <pid folder> [MiB, default 256]
+ *   kill_rank <sender|receiver> <pid folder> [MiB, default 256] [host|device]
  *
  * Rank 0 sends to rank 1. The victim polls its request for a few
  * milliseconds after both have posted, then kills itself, whether or not the
  * transfer has finished (it says which). The survivor waits with
  * MPI_ERRORS_RETURN: it either gets an error (with peer failure detection,
  * pml_gpuwire_err_handling 1) and exits with 3, or is ended by mpirun.
- * Every rank writes its pid to <pid folder>/rank<N>.pid first.
+ * Every rank writes its pid to <pid folder>/rank<N>.pid first. With
+ * "device" the buffers are GPU memory (rank r on GPU r modulo the count);
+ * without a GPU the program says so and exits 77 before MPI_Init.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -18,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef GPUWIRE_KILL_RANK_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 static void write_pid(const char *dir, int rank)
 {
@@ -40,6 +45,19 @@ int main(int argc, char **argv)
     }
     const int victim = strcmp(argv[1], "sender") == 0 ? 0 : 1;
     const size_t bytes = (size_t)(argc > 3 ? atoi(argv[3]) : 256) << 20;
+    const int on_device = argc > 4 && strcmp(argv[4], "device") == 0;
+    if (on_device) {
+#ifdef GPUWIRE_KILL_RANK_CUDA
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+            printf("kill_rank: skip: no usable GPU\n");
+            return 77;
+        }
+#else
+        printf("kill_rank: skip: built without CUDA\n");
+        return 77;
+#endif
+    }
 
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -52,9 +70,22 @@ int main(int argc, char **argv)
     write_pid(argv[2], rank);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
-    char *buf = malloc(bytes);
-    if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
-    memset(buf, rank + 1, bytes); /* touch every page before the clock starts */
+    char *buf = NULL;
+    if (on_device) {
+#ifdef GPUWIRE_KILL_RANK_CUDA
+        int ndev = 1;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || cudaSetDevice(rank % ndev) != cudaSuccess ||
+            cudaMalloc((void **)&buf, bytes) != cudaSuccess ||
+            cudaMemset(buf, rank + 1, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+            fprintf(stderr, "kill_rank: rank %d: GPU buffer of %zu bytes failed\n", rank, bytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+#endif
+    } else {
+        buf = malloc(bytes);
+        if (!buf) MPI_Abort(MPI_COMM_WORLD, 2);
+        memset(buf, rank + 1, bytes); /* touch every page before the clock starts */
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 
     MPI_Request req;

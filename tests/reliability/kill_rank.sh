@@ -1,18 +1,24 @@
 #!/bin/sh
 # A rank killed in the middle of a large transfer must take the job down:
 # mpirun exits nonzero within 30 s, and no process of the job is left.
-#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver> <MiB> <mpirun flags...>
-# Passes the flags on (pml gpuwire and its parameters among them).
+#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver> <MiB>[:device] <mpirun flags...>
+# Passes the flags on (pml gpuwire and its parameters among them). With
+# ":device" the transfer is between GPU buffers; exit 77 (skipped) without a GPU.
 set -u
-MPIRUN=$1 PROG=$2 VICTIM=$3 MIB=$4
+MPIRUN=$1 PROG=$2 VICTIM=$3 MIB=${4%%:*} MEM=host
+case $4 in *:device) MEM=device ;; esac
 shift 4
 LIMIT=30
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gpuwire-kill-rank.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 start=$(date +%s%N)
-timeout -k 5 "$LIMIT" "$MPIRUN" -np 2 "$@" "$PROG" "$VICTIM" "$dir" "$MIB" >"$dir/out" 2>&1
+timeout -k 5 "$LIMIT" "$MPIRUN" -np 2 "$@" "$PROG" "$VICTIM" "$dir" "$MIB" "$MEM" >"$dir/out" 2>&1
 rc=$?
+if grep -q '^kill_rank: skip' "$dir/out"; then
+    grep -m1 '^kill_rank: skip' "$dir/out"
+    exit 77
+fi
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "mpirun exited with $rc after $ms ms (victim: the $VICTIM)"
 grep -E '^kill_rank:|noticed|exited on signal' "$dir/out" | head -8
