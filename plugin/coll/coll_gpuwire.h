@@ -8,8 +8,11 @@
  * previous_<op>_module, each retained). A call whose buffers are all host
  * memory goes to that previous function unchanged; a call with a device
  * buffer goes to a GPU algorithm chosen by memory kind (the dispatch in
- * coll_gpuwire_dispatch.h). Barrier and Ibarrier carry no buffer and are not
- * provided: Open MPI calls the modules below directly.
+ * coll_gpuwire_dispatch.h). Barrier carries no buffer and is not provided:
+ * Open MPI calls the modules below directly. Ibarrier is provided only to
+ * keep its place among the non-blocking collectives of its communicator
+ * (coll_gpuwire_staged.c): the non-blocking collectives must start in the
+ * same order on every rank.
  */
 #ifndef COLL_GPUWIRE_H
 #define COLL_GPUWIRE_H
@@ -48,6 +51,11 @@ typedef struct {
     unsigned long long staged_calls;
     unsigned long long staged_bytes;
     unsigned long long device_calls;
+    /* Non-blocking collectives whose previous module's collective started
+     * later than their initiation (from MPI's progress), and ours not yet
+     * complete (freed ones included). */
+    unsigned long long nb_deferred_starts;
+    unsigned long long nb_pending;
 } mca_coll_gpuwire_globals_t;
 
 typedef struct {
@@ -121,6 +129,13 @@ typedef struct {
     mca_coll_base_module_t *previous_iscatter_module;
     mca_coll_base_module_iscatterv_fn_t previous_iscatterv;
     mca_coll_base_module_t *previous_iscatterv_module;
+    mca_coll_base_module_ibarrier_fn_t previous_ibarrier;
+    mca_coll_base_module_t *previous_ibarrier_module;
+
+    /* Non-blocking collectives initiated on this communicator whose previous
+     * module's collective has not started yet, oldest first; they start in
+     * this order (coll_gpuwire_staged.c, under its lock). */
+    struct gw_coll_request *nb_first, *nb_last;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

@@ -140,6 +140,15 @@ static int component_register(void)
     register_counter("device_calls",
                      "Reductions on device buffers run on the GPU (coll_gpuwire_reduce_algorithm)",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("nb_deferred_starts",
+                     "Non-blocking collectives whose previous module's collective started after "
+                     "their initiation returned, from MPI's progress: copies to host staging, or "
+                     "an earlier non-blocking collective of the communicator, were pending",
+                     &mca_coll_gpuwire.nb_deferred_starts, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("nb_pending",
+                     "Requests of coll gpuwire's non-blocking collectives not complete yet "
+                     "(freed ones included)",
+                     &mca_coll_gpuwire.nb_pending, MCA_BASE_PVAR_CLASS_LEVEL);
     register_counter("gpus",
                      "GPUs whose buffers coll gpuwire handles; 0: no GPU (or coll_gpuwire_device "
                      "0), every collective passes through",

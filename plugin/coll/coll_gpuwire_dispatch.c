@@ -8,6 +8,7 @@
 static int passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
+    if (NULL != request) return gw_coll_nb_passthrough(m, a, request);
     return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
 }
 
@@ -62,6 +63,8 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     gw_mem_kind_t kind = GW_MEM_HOST;
 
     if (!mca_coll_gpuwire.device_ready) {
+        /* Nothing is ever staged: no non-blocking start waits, so none
+         * needs to be kept in order. */
         count(&mca_coll_gpuwire.passthrough_calls);
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }

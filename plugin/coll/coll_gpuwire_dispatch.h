@@ -40,6 +40,7 @@ typedef enum {
     GW_COLL_SCAN,
     GW_COLL_SCATTER,
     GW_COLL_SCATTERV,
+    GW_COLL_BARRIER, /* Ibarrier only: no buffer, never dispatched (gw_coll_nb_passthrough) */
     GW_COLL_COUNT
 } gw_coll_id_t;
 
@@ -116,6 +117,13 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
  * form when request is not NULL (coll_gpuwire_module.c). */
 int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                           const void *sbuf, void *rbuf, ompi_request_t **request);
+
+/* A non-blocking collective on the application's buffers, through the
+ * previous module: started now when nothing initiated earlier on the
+ * communicator is still waiting for its start, else queued behind it and
+ * started in its turn from MPI's progress (coll_gpuwire_staged.c). */
+int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           ompi_request_t **request);
 
 /* The staged algorithm (coll_gpuwire_staged.c). */
 extern const gw_coll_algorithm_t gw_coll_staged;

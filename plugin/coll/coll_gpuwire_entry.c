@@ -331,6 +331,15 @@ static int iscatterv(const void *sbuf, const int *scounts, const int *sdispls,
     return run(module, &a, request);
 }
 
+/* No buffer to stage; provided only so that it keeps its place among the
+ * non-blocking collectives of the communicator. Not counted. */
+static int ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
+                    mca_coll_base_module_t *module)
+{
+    gw_coll_args_t a = {.id = GW_COLL_BARRIER, .nonblocking = true, .comm = comm};
+    return gw_coll_nb_passthrough((mca_coll_gpuwire_module_t *)module, &a, request);
+}
+
 void gw_coll_entry_install(mca_coll_base_module_t *m)
 {
     m->coll_allgather = allgather;
@@ -366,4 +375,5 @@ void gw_coll_entry_install(mca_coll_base_module_t *m)
     m->coll_iscan = iscan;
     m->coll_iscatter = iscatter;
     m->coll_iscatterv = iscatterv;
+    m->coll_ibarrier = ibarrier;
 }

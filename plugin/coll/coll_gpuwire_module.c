@@ -68,6 +68,7 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     GW_SAVE_PREVIOUS(m, comm, iscan);
     GW_SAVE_PREVIOUS(m, comm, iscatter);
     GW_SAVE_PREVIOUS(m, comm, iscatterv);
+    GW_SAVE_PREVIOUS(m, comm, ibarrier);
     COLL_GPUWIRE_VERBOSE(10, "enabled on %s (cid %u, %d ranks): allreduce over %p",
                          comm->c_name, (unsigned)gw_comm_cid(comm), ompi_comm_size(comm),
                          (void *)m->previous_allreduce_module);
@@ -114,6 +115,7 @@ static void module_destruct(mca_coll_gpuwire_module_t *m)
     GW_RELEASE_PREVIOUS(m, iscan);
     GW_RELEASE_PREVIOUS(m, iscatter);
     GW_RELEASE_PREVIOUS(m, iscatterv);
+    GW_RELEASE_PREVIOUS(m, ibarrier);
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuwire_module_t, mca_coll_base_module_t, module_construct,
@@ -189,6 +191,7 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         case GW_COLL_SCATTERV:
             return m->previous_scatterv(sbuf, a->scounts, a->sdispls, a->sdtype, rbuf, a->rcount,
                                         a->rdtype, a->root, c, m->previous_scatterv_module);
+        case GW_COLL_BARRIER: /* not provided */
         case GW_COLL_COUNT:
             break;
         }
@@ -245,6 +248,8 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     case GW_COLL_SCATTERV:
         return m->previous_iscatterv(sbuf, a->scounts, a->sdispls, a->sdtype, rbuf, a->rcount,
                                      a->rdtype, a->root, c, request, m->previous_iscatterv_module);
+    case GW_COLL_BARRIER:
+        return m->previous_ibarrier(c, request, m->previous_ibarrier_module);
     case GW_COLL_COUNT:
         break;
     }

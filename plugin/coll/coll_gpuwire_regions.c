@@ -203,6 +203,7 @@ void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT
         set_region(sr, a->sbuf, &s, GW_STAGE_IN);
         set_region(rr, a->rbuf, &t, GW_STAGE_OUT);
         break;
+    case GW_COLL_BARRIER:
     case GW_COLL_COUNT:
         break;
     }
@@ -227,6 +228,7 @@ const char *gw_coll_name(gw_coll_id_t id)
         [GW_COLL_SCAN] = "scan",
         [GW_COLL_SCATTER] = "scatter",
         [GW_COLL_SCATTERV] = "scatterv",
+        [GW_COLL_BARRIER] = "barrier",
     };
     return id < GW_COLL_COUNT ? names[id] : "?";
 }

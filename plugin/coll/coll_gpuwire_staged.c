@@ -4,28 +4,50 @@
  * module runs the collective on the host copies, results are copied back.
  * Reductions, user-defined ops included, run on the host copies.
  *
- * Blocking: copy in, call, copy out, return.
+ * Blocking: copy in, call, copy back, return.
  *
- * Non-blocking: the copy in is synchronous at initiation (the application may
- * reuse nothing until completion anyway); then the previous module's
- * non-blocking collective starts on the host copies and the caller gets a
- * request of ours at once. The progress function registered with
- * opal_progress watches the inner request; when it has completed, the copies
- * back are queued on the device's stream, and when their ticket is reached
- * our request completes. Nothing blocks after initiation and the CPU never
- * touches device memory.
+ * Non-blocking: initiation takes the staging, queues the copies in on the
+ * device's stream and returns a request of ours at once; it waits for
+ * nothing (but the legacy default stream with coll_gpuwire_device_sync, as
+ * the blocking forms do). The progress function registered with
+ * opal_progress then moves each request on:
+ *
+ *   COPY_IN    copies to host staging queued: polls their tickets
+ *   READY      host copies complete (or nothing to copy in): waits for its
+ *              turn on the communicator, then starts the previous module's
+ *              non-blocking collective on the host copies
+ *   INNER      polls that collective; when it is complete, queues the
+ *              copies back
+ *   COPY_OUT   polls the copies' tickets; when they are reached, the
+ *              staging goes back and the request completes
+ *   FAILED     an error before the start: leaves the order in its turn and
+ *              completes with the error
+ *
+ * Tickets are one load each (TrackedStream); CUDA is asked only now and then,
+ * for a stream that failed. The CPU never touches device memory.
+ *
+ * Order. MPI makes every rank start the collectives of a communicator in the
+ * same order, and libnbc matches the messages of its collectives by a tag
+ * taken when one starts. So the previous module's non-blocking collectives
+ * start in initiation order, whatever order their copies finish in: each
+ * module (one per communicator) keeps a FIFO of its requests not started
+ * yet, and only the head starts. A non-blocking collective with nothing to
+ * stage (host buffers, Ibarrier) goes straight to the previous module when
+ * that FIFO is empty, and joins it otherwise (gw_coll_nb_passthrough).
  */
 #include <string.h>
 
 #include "coll_gpuwire_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "gpuwire_help.h"
+#include "ompi/errhandler/errcode-internal.h"
 #include "opal/runtime/opal_progress.h"
 
 typedef struct {
     gw_coll_region_t region;
     gw_coll_host_buf_t host; /* host.ptr NULL: not staged */
-    uint64_t ticket;         /* the copy back, once queued */
+    uint64_t ticket;         /* the copy queued last for this region (in, then back) */
+    bool queued;             /* that copy has not been seen finished yet */
 } gw_stage_t;
 
 typedef struct {
@@ -43,42 +65,99 @@ static int device_failed(const char *what, const char *why)
     return OMPI_ERROR;
 }
 
-/* Takes host memory for every device region and copies in what the call
- * reads (and the gaps of receive regions that have them). Waits for the
- * copies. */
-static int stage_in(gw_coll_region_t r[GW_REGION_COUNT], gw_staging_t *st)
+/* Polls the copies queued for st; *done when none is left. A failed stream
+ * never reaches its ticket: query asks CUDA (about 1.5 us) whether it
+ * failed. A copy found failed is no longer waited for; the others are. */
+static int copies_poll(gw_staging_t *st, bool query, bool *done, const char *what)
+{
+    char why[256];
+    int rc = OMPI_SUCCESS;
+    *done = true;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        gw_stage_t *s = &st->s[i];
+        if (!s->queued) continue;
+        bool d = false;
+        if (0 != gw_coll_copy_done(s->region.gpu, s->ticket, query, &d, why, sizeof(why))) {
+            s->queued = false;
+            if (OMPI_SUCCESS == rc) rc = device_failed(what, why);
+            continue;
+        }
+        if (d) {
+            s->queued = false;
+        } else {
+            *done = false;
+        }
+    }
+    return rc;
+}
+
+/* Waits for every copy queued for st; returns the first error. */
+static int copies_wait(gw_staging_t *st, const char *what)
+{
+    char why[256];
+    int rc = OMPI_SUCCESS;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        gw_stage_t *s = &st->s[i];
+        if (!s->queued) continue;
+        s->queued = false;
+        if (0 != gw_coll_copy_wait(s->region.gpu, s->ticket, why, sizeof(why)) &&
+            OMPI_SUCCESS == rc) {
+            rc = device_failed(what, why);
+        }
+    }
+    return rc;
+}
+
+static bool any_queued(const gw_staging_t *st)
+{
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (st->s[i].queued) return true;
+    }
+    return false;
+}
+
+/* Takes host memory for every device region and queues the copies in of
+ * what the call reads (and of the gaps of receive regions that have them).
+ * Returns before they have finished; on failure, after what was queued has
+ * finished (the caller releases the staging). */
+static int stage_in_start(gw_coll_region_t r[GW_REGION_COUNT], gw_staging_t *st)
 {
     char why[256];
     int synced_gpu = -1;
+    int rc = OMPI_SUCCESS;
     memset(st, 0, sizeof(*st));
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+    for (int i = 0; i < GW_REGION_COUNT && OMPI_SUCCESS == rc; ++i) {
         gw_stage_t *s = &st->s[i];
         s->region = r[i];
         if (!r[i].on_gpu) continue;
         if ((s->region.flags & GW_STAGE_OUT) && !s->region.dense) s->region.flags |= GW_STAGE_IN;
         const size_t len = gw_region_bytes(&s->region);
         if (0 != gw_coll_staging_get(len, s->region.gpu, &s->host, why, sizeof(why))) {
-            return device_failed("host staging", why);
+            rc = device_failed("host staging", why);
+            break;
         }
         /* The application's work on the default stream (cudaMemcpy D2D,
          * kernels) comes before MPI reads or writes its buffers. */
         if (mca_coll_gpuwire.device_sync && synced_gpu != s->region.gpu) {
             if (0 != gw_coll_device_wait_user(s->region.gpu, why, sizeof(why))) {
-                return device_failed("device sync", why);
+                rc = device_failed("device sync", why);
+                break;
             }
             synced_gpu = s->region.gpu;
         }
         if (s->region.flags & GW_STAGE_IN) {
-            uint64_t t;
             const char *src = (const char *)s->region.user + s->region.lo;
-            if (0 != gw_coll_copy_start(s->host.ptr, src, len, s->region.gpu, &t, why,
-                                        sizeof(why)) ||
-                0 != gw_coll_copy_wait(s->region.gpu, t, why, sizeof(why))) {
-                return device_failed("copy to host", why);
+            if (0 != gw_coll_copy_start(s->host.ptr, src, len, s->region.gpu, &s->ticket, why,
+                                        sizeof(why))) {
+                rc = device_failed("copy to host", why);
+                break;
             }
+            s->queued = true;
         }
     }
-    return OMPI_SUCCESS;
+    /* The staging must not go back while a copy may still write into it. */
+    if (OMPI_SUCCESS != rc) (void)copies_wait(st, "copy to host");
+    return rc;
 }
 
 /* The pointer the host module gets for region i: the staging buffer moved
@@ -95,6 +174,8 @@ static bool copies_back(const gw_stage_t *s)
     return NULL != s->host.ptr && (s->region.flags & GW_STAGE_OUT);
 }
 
+/* Queues the copies back; those queued before a failure stay queued (wait
+ * for them before the staging goes back). */
 static int stage_out_start(gw_staging_t *st)
 {
     char why[256];
@@ -106,28 +187,30 @@ static int stage_out_start(gw_staging_t *st)
                                     &s->ticket, why, sizeof(why))) {
             return device_failed("copy to device", why);
         }
+        s->queued = true;
     }
     return OMPI_SUCCESS;
 }
 
-static int stage_out_wait(gw_staging_t *st)
+static void count_staged(const gw_staging_t *st)
 {
-    char why[256];
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        gw_stage_t *s = &st->s[i];
-        if (!copies_back(s)) continue;
-        if (0 != gw_coll_copy_wait(s->region.gpu, s->ticket, why, sizeof(why))) {
-            return device_failed("copy to device", why);
-        }
-    }
-    return OMPI_SUCCESS;
+    __atomic_fetch_add(&mca_coll_gpuwire.staged_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&mca_coll_gpuwire.staged_bytes,
+                       (unsigned long long)(st->s[0].host.len + st->s[1].host.len),
+                       __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------
  * Requests of the non-blocking forms
  * ------------------------------------------------------------------------ */
 
-typedef enum { GW_REQ_WAIT_INNER, GW_REQ_WAIT_COPY } gw_req_state_t;
+typedef enum {
+    GW_REQ_COPY_IN,
+    GW_REQ_READY,
+    GW_REQ_FAILED,
+    GW_REQ_INNER,
+    GW_REQ_COPY_OUT,
+} gw_req_state_t;
 
 /* Open MPI's MPI_I* bindings treat the request a collective returns as an
  * ompi_coll_base_nbc_request_t: they store retained ops and datatypes in the
@@ -145,14 +228,19 @@ typedef struct {
 static OBJ_CLASS_INSTANCE(gw_nbc_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
 
 typedef struct gw_coll_request {
-    ompi_request_t *mpi;          /* the object this state belongs to */
-    struct gw_coll_request *next; /* in the pending list */
-    ompi_request_t *inner;        /* the previous module's request */
+    ompi_request_t *mpi;                /* the object this state belongs to */
+    struct gw_coll_request *next;       /* in the pending list, oldest first */
+    struct gw_coll_request *next_start; /* in the module's FIFO of requests not started */
+    mca_coll_gpuwire_module_t *module;  /* alive: the communicator is retained */
+    gw_coll_args_t args;                /* as the application passed them */
+    const void *sbuf;                   /* what the previous module gets: host copies, */
+    void *rbuf;                         /* or the application's buffers */
+    ompi_request_t *inner;              /* the previous module's request */
     gw_staging_t st;
     gw_req_state_t state;
-    int error;
+    int error; /* MPI error code */
     unsigned polls;
-    bool done;  /* left the pending list */
+    bool done;  /* completed: MPI_Request_free releases it */
     bool freed; /* MPI_Request_free came first (erroneous for collectives, tolerated) */
 } gw_coll_request_t;
 
@@ -165,17 +253,22 @@ static gw_coll_request_t *state_of(ompi_request_t *r)
 
 static struct {
     opal_mutex_t lock;
-    gw_coll_request_t *pending; /* newest first */
+    gw_coll_request_t *first;  /* pending: oldest first */
+    gw_coll_request_t **lastp; /* the next field of the newest, or &first */
+    bool busy;                 /* the progress function runs: not entered again */
     bool progress_registered;
     bool initialized;
 } requests;
 
+/* Gives back everything a request holds; its copies have finished. */
 static void request_release(gw_coll_request_t *req)
 {
     ompi_request_t *r = req->mpi;
+    struct ompi_communicator_t *comm = req->args.comm;
     staging_release(&req->st);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(r);
+    OBJ_RELEASE(comm);
 }
 
 static int request_free(ompi_request_t **rptr)
@@ -198,54 +291,148 @@ static int request_cancel(ompi_request_t *request, int complete)
     return MPI_ERR_REQUEST; /* collectives cannot be cancelled */
 }
 
-/* Advances one request; returns true when it has finished. Called with
- * requests.lock held. */
+/* A request of ours for a call on m; it retains the communicator (and so
+ * the module and the modules below it) until it is released. */
+static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+{
+    gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
+    if (NULL == obj) return NULL;
+    ompi_request_t *r = &obj->super;
+    gw_coll_request_t *req = state_of(r);
+    memset(req, 0, sizeof(*req));
+    req->mpi = r;
+    req->module = m;
+    req->args = *a;
+    req->sbuf = a->sbuf;
+    req->rbuf = a->rbuf;
+    req->state = GW_REQ_READY;
+    req->error = MPI_SUCCESS;
+    OMPI_REQUEST_INIT(r, false);
+    r->req_type = OMPI_REQUEST_COLL;
+    r->req_state = OMPI_REQUEST_ACTIVE;
+    r->req_free = request_free;
+    r->req_cancel = request_cancel;
+    r->req_mpi_object.comm = a->comm;
+    r->req_status = ompi_status_empty;
+    OBJ_RETAIN(a->comm);
+    return req;
+}
+
+static int request_start(gw_coll_request_t *req)
+{
+    return gw_coll_call_previous(req->module, &req->args, req->sbuf, req->rbuf, &req->inner);
+}
+
+/* The module's FIFO of requests not started; under requests.lock. The head
+ * is also read without the lock (gw_coll_nb_passthrough, request_enqueue):
+ * only the thread initiating on the communicator makes it non-NULL. */
+static void order_push(mca_coll_gpuwire_module_t *m, gw_coll_request_t *req)
+{
+    req->next_start = NULL;
+    if (NULL == m->nb_last) {
+        __atomic_store_n(&m->nb_first, req, __ATOMIC_RELAXED);
+    } else {
+        m->nb_last->next_start = req;
+    }
+    m->nb_last = req;
+}
+
+static void order_pop(mca_coll_gpuwire_module_t *m)
+{
+    gw_coll_request_t *head = m->nb_first;
+    __atomic_store_n(&m->nb_first, head->next_start, __ATOMIC_RELAXED);
+    if (NULL == head->next_start) m->nb_last = NULL;
+    head->next_start = NULL;
+}
+
+/* Advances one request as far as it goes now; returns true when it has
+ * finished. Called with requests.lock held, in initiation order, so that a
+ * request whose predecessors on its communicator start in this pass starts
+ * in it as well. */
 static bool request_advance(gw_coll_request_t *req)
 {
-    char why[256];
-    if (GW_REQ_WAIT_INNER == req->state) {
-        if (!REQUEST_COMPLETE(req->inner)) return false;
-        req->error = req->inner->req_status.MPI_ERROR;
-        ompi_request_free(&req->inner);
-        if (MPI_SUCCESS != req->error) return true;
-        if (OMPI_SUCCESS != stage_out_start(&req->st)) {
-            req->error = MPI_ERR_OTHER;
-            return true;
-        }
-        req->state = GW_REQ_WAIT_COPY;
-    }
     /* A failed stream never reaches its ticket: ask CUDA now and then. */
     const bool query = 0 == (++req->polls & 1023);
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        gw_stage_t *s = &req->st.s[i];
-        if (!copies_back(s)) continue;
-        bool done = false;
-        if (0 != gw_coll_copy_done(s->region.gpu, s->ticket, query, &done, why, sizeof(why))) {
-            device_failed("copy to device", why);
-            req->error = MPI_ERR_OTHER;
-            return true;
+    bool done = false;
+    for (;;) {
+        switch (req->state) {
+        case GW_REQ_COPY_IN:
+            if (OMPI_SUCCESS != copies_poll(&req->st, query, &done, "copy to host")) {
+                req->error = MPI_ERR_OTHER;
+                req->state = GW_REQ_FAILED;
+            } else if (done) {
+                req->state = GW_REQ_READY;
+            } else {
+                return false;
+            }
+            continue;
+        case GW_REQ_READY:
+        case GW_REQ_FAILED:
+            if (req->module->nb_first != req) return false;
+            order_pop(req->module);
+            if (GW_REQ_FAILED == req->state) {
+                /* Never started: the copies still queued are waited for,
+                 * then it completes with the error. */
+                req->state = GW_REQ_COPY_OUT;
+                continue;
+            }
+            {
+                int rc = request_start(req);
+                if (OMPI_SUCCESS != rc) {
+                    req->error = ompi_errcode_get_mpi_code(rc);
+                    COLL_GPUWIRE_VERBOSE(1, "i%s: the previous module's collective did not start "
+                                            "(%d)",
+                                         gw_coll_name(req->args.id), rc);
+                    return true;
+                }
+            }
+            req->state = GW_REQ_INNER;
+            continue;
+        case GW_REQ_INNER:
+            if (!REQUEST_COMPLETE(req->inner)) return false;
+            req->error = req->inner->req_status.MPI_ERROR;
+            ompi_request_free(&req->inner);
+            if (MPI_SUCCESS != req->error) return true;
+            /* After a failure, what was queued is still waited for. */
+            if (OMPI_SUCCESS != stage_out_start(&req->st)) req->error = MPI_ERR_OTHER;
+            req->state = GW_REQ_COPY_OUT;
+            continue;
+        case GW_REQ_COPY_OUT:
+            if (OMPI_SUCCESS != copies_poll(&req->st, query, &done, "copy to device")) {
+                req->error = MPI_ERR_OTHER;
+            }
+            return done;
         }
-        if (!done) return false;
+        return false;
     }
-    return true;
 }
 
 static int requests_progress(void)
 {
-    if (NULL == __atomic_load_n(&requests.pending, __ATOMIC_RELAXED)) return 0;
+    if (NULL == __atomic_load_n(&requests.first, __ATOMIC_RELAXED)) return 0;
     if (OPAL_THREAD_TRYLOCK(&requests.lock)) return 0;
-    gw_coll_request_t *finished = NULL;
-    for (gw_coll_request_t **p = &requests.pending; NULL != *p;) {
+    /* A collective started from here may progress MPI; without threads the
+     * lock is no lock. */
+    if (requests.busy) {
+        OPAL_THREAD_UNLOCK(&requests.lock);
+        return 0;
+    }
+    requests.busy = true;
+    gw_coll_request_t *finished = NULL, **finished_last = &finished;
+    for (gw_coll_request_t **p = &requests.first; NULL != *p;) {
         gw_coll_request_t *req = *p;
         if (request_advance(req)) {
             *p = req->next;
-            req->next = finished;
-            finished = req;
-            req->done = true;
+            if (NULL == *p) requests.lastp = p;
+            req->next = NULL;
+            *finished_last = req;
+            finished_last = &req->next;
+            __atomic_fetch_sub(&mca_coll_gpuwire.nb_pending, 1, __ATOMIC_RELAXED);
         } else {
             p = &req->next;
         }
     }
+    requests.busy = false;
     OPAL_THREAD_UNLOCK(&requests.lock);
 
     int n = 0;
@@ -255,12 +442,20 @@ static int requests_progress(void)
         ++n;
         /* Staging goes back before the application can see completion. */
         staging_release(&req->st);
-        if (req->freed) {
-            request_release(req);
-            continue;
+        OPAL_THREAD_LOCK(&requests.lock);
+        bool freed = req->freed;
+        OPAL_THREAD_UNLOCK(&requests.lock);
+        if (!freed) {
+            req->mpi->req_status.MPI_ERROR = req->error;
+            ompi_request_complete(req->mpi, true);
+            /* Freed by another thread between the completion and here:
+             * released here. */
+            OPAL_THREAD_LOCK(&requests.lock);
+            req->done = true;
+            freed = req->freed;
+            OPAL_THREAD_UNLOCK(&requests.lock);
         }
-        req->mpi->req_status.MPI_ERROR = req->error;
-        ompi_request_complete(req->mpi, true);
+        if (freed) request_release(req);
     }
     return n;
 }
@@ -272,7 +467,9 @@ int mca_coll_gpuwire_requests_init(void)
     state_offset = (ompi_coll_base_nbc_request_t_class.cls_sizeof + align - 1) & ~(align - 1);
     gw_nbc_request_t_class.cls_sizeof = state_offset + sizeof(gw_coll_request_t);
     OBJ_CONSTRUCT(&requests.lock, opal_mutex_t);
-    requests.pending = NULL;
+    requests.first = NULL;
+    requests.lastp = &requests.first;
+    requests.busy = false;
     requests.progress_registered = false;
     requests.initialized = true;
     return OMPI_SUCCESS;
@@ -282,53 +479,74 @@ void mca_coll_gpuwire_requests_fini(void)
 {
     if (!requests.initialized) return;
     if (requests.progress_registered) opal_progress_unregister(requests_progress);
-    if (NULL != requests.pending) {
+    if (NULL != requests.first) {
         gw_help(GW_HELP_COLL_PENDING);
     }
     OBJ_DESTRUCT(&requests.lock);
     requests.initialized = false;
 }
 
-static int start_nonblocking(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                             gw_staging_t *st, const void *hs, void *hr,
-                             ompi_request_t **request)
+/* Hands req (READY or COPY_IN) to the progress function and the request to
+ * the application. A READY request with nothing before it on its
+ * communicator starts here; otherwise it joins the communicator's FIFO and
+ * starts in its turn. On a failed start here, req is released and the
+ * error returned. */
+static int request_enqueue(gw_coll_request_t *req, ompi_request_t **request)
 {
-    gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
-    if (NULL == obj) return OMPI_ERR_OUT_OF_RESOURCE;
-    ompi_request_t *r = &obj->super;
-    gw_coll_request_t *req = state_of(r);
-    memset(req, 0, sizeof(*req));
-    req->mpi = r;
-    int rc = gw_coll_call_previous(m, a, hs, hr, &req->inner);
-    if (OMPI_SUCCESS != rc) {
-        OBJ_RELEASE(obj);
-        return rc;
+    mca_coll_gpuwire_module_t *m = req->module;
+    if (GW_REQ_READY == req->state && NULL == __atomic_load_n(&m->nb_first, __ATOMIC_RELAXED)) {
+        int rc = request_start(req);
+        if (OMPI_SUCCESS != rc) {
+            request_release(req);
+            return rc;
+        }
+        req->state = GW_REQ_INNER;
+    } else {
+        __atomic_fetch_add(&mca_coll_gpuwire.nb_deferred_starts, 1, __ATOMIC_RELAXED);
     }
-    OMPI_REQUEST_INIT(r, false);
-    r->req_type = OMPI_REQUEST_COLL;
-    r->req_state = OMPI_REQUEST_ACTIVE;
-    r->req_free = request_free;
-    r->req_cancel = request_cancel;
-    r->req_mpi_object.comm = a->comm;
-    r->req_status = ompi_status_empty;
-    req->st = *st; /* the request owns the staging from here */
-    req->state = GW_REQ_WAIT_INNER;
-    req->error = MPI_SUCCESS;
-    req->polls = 0;
-    req->done = false;
-    req->freed = false;
 
     OPAL_THREAD_LOCK(&requests.lock);
     if (!requests.progress_registered) {
         opal_progress_register(requests_progress);
         requests.progress_registered = true;
     }
-    req->next = requests.pending;
-    requests.pending = req;
+    if (GW_REQ_INNER != req->state) order_push(m, req);
+    req->next = NULL;
+    *requests.lastp = req;
+    requests.lastp = &req->next;
+    __atomic_fetch_add(&mca_coll_gpuwire.nb_pending, 1, __ATOMIC_RELAXED);
     OPAL_THREAD_UNLOCK(&requests.lock);
 
-    *request = r;
+    *request = req->mpi;
     return OMPI_SUCCESS;
+}
+
+int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           ompi_request_t **request)
+{
+    if (NULL == __atomic_load_n(&m->nb_first, __ATOMIC_RELAXED)) {
+        return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
+    }
+    gw_coll_request_t *req = request_new(m, a);
+    if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
+    return request_enqueue(req, request);
+}
+
+static int staged_nonblocking(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                              gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    gw_coll_request_t *req = request_new(m, a);
+    if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
+    int rc = stage_in_start(r, &req->st);
+    if (OMPI_SUCCESS != rc) {
+        request_release(req);
+        return rc;
+    }
+    count_staged(&req->st);
+    req->sbuf = host_view(&req->st, GW_REGION_SEND, a->sbuf);
+    req->rbuf = host_view(&req->st, GW_REGION_RECV, a->rbuf);
+    req->state = any_queued(&req->st) ? GW_REQ_COPY_IN : GW_REQ_READY;
+    return request_enqueue(req, request);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -336,27 +554,22 @@ static int start_nonblocking(mca_coll_gpuwire_module_t *m, const gw_coll_args_t 
 static int staged_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
+    if (NULL != request) return staged_nonblocking(m, a, r, request);
+
     gw_staging_t st;
-    int rc = stage_in(r, &st);
+    int rc = stage_in_start(r, &st);
+    if (OMPI_SUCCESS == rc) rc = copies_wait(&st, "copy to host");
     if (OMPI_SUCCESS != rc) {
         staging_release(&st);
         return rc;
     }
-    __atomic_fetch_add(&mca_coll_gpuwire.staged_calls, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&mca_coll_gpuwire.staged_bytes,
-                       (unsigned long long)(st.s[0].host.len + st.s[1].host.len),
-                       __ATOMIC_RELAXED);
+    count_staged(&st);
     const void *hs = host_view(&st, GW_REGION_SEND, a->sbuf);
     void *hr = host_view(&st, GW_REGION_RECV, a->rbuf);
-
-    if (NULL != request) {
-        rc = start_nonblocking(m, a, &st, hs, hr, request);
-        if (OMPI_SUCCESS != rc) staging_release(&st);
-        return rc;
-    }
     rc = gw_coll_call_previous(m, a, hs, hr, NULL);
     if (OMPI_SUCCESS == rc) rc = stage_out_start(&st);
-    if (OMPI_SUCCESS == rc) rc = stage_out_wait(&st);
+    const int wait_rc = copies_wait(&st, "copy to device");
+    if (OMPI_SUCCESS == rc) rc = wait_rc;
     staging_release(&st);
     return rc;
 }

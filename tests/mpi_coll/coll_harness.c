@@ -144,13 +144,15 @@ void *mem_alloc(size_t bytes, enum mem_kind kind)
         p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) p = NULL;
         break;
-    case MEM_FAKEDEV_RW: {
-        int fd = memfd_create("gwfake-device", 0);
+    case MEM_FAKEDEV_RW:
+    case MEM_FAKEDEV_SLOW: {
+        const bool slow = kind == MEM_FAKEDEV_SLOW;
+        int fd = memfd_create(slow ? "gwfake-slow" : "gwfake-device", 0);
         if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
             if (fd >= 0) close(fd);
             break;
         }
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        p = mmap(NULL, bytes, slow ? PROT_NONE : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (p == MAP_FAILED) p = NULL;
         break;
@@ -174,7 +176,7 @@ void *mem_alloc(size_t bytes, enum mem_kind kind)
 
 void mem_free(void *p, size_t bytes, enum mem_kind kind)
 {
-    if (kind == MEM_FAKEDEV || kind == MEM_FAKEDEV_RW) {
+    if (kind == MEM_FAKEDEV || kind == MEM_FAKEDEV_RW || kind == MEM_FAKEDEV_SLOW) {
         munmap(p, bytes);
         return;
     }
@@ -189,7 +191,7 @@ void mem_free(void *p, size_t bytes, enum mem_kind kind)
 
 void mem_copy(void *dst, const void *src, size_t bytes, void *fake, enum mem_kind kind)
 {
-    if (kind == MEM_FAKEDEV) {
+    if (mem_protected(kind)) {
         mprotect(fake, bytes, PROT_READ | PROT_WRITE);
         memcpy(dst, src, bytes);
         mprotect(fake, bytes, PROT_NONE);

@@ -51,8 +51,10 @@ extern int ntops;
  * the GPU memory of the simulated device of coll "gpuwirefake"
  * (fake_device.c). MEM_FAKEDEV_RW: the simulated device's memory that the
  * CPU, and so the pml, may touch (a memfd named "gwfake-device"): the
- * device algorithms run on it. */
-enum mem_kind { MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_FAKEDEV, MEM_FAKEDEV_RW };
+ * device algorithms run on it. MEM_FAKEDEV_SLOW: PROT_NONE pages of the
+ * simulated second GPU (a memfd named "gwfake-slow"), whose copies finish
+ * later than GPU 0's. */
+enum mem_kind { MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_FAKEDEV, MEM_FAKEDEV_RW, MEM_FAKEDEV_SLOW };
 extern enum mem_kind mem_send, mem_recv; /* set by the run mode */
 extern const char *mode_name;
 
@@ -157,6 +159,12 @@ void case_scatterv(MPI_Comm comm, bool nb);
 void case_barrier(MPI_Comm comm, bool nb);
 void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
+
+/* Whether a buffer of kind k is the simulated GPU's memory the CPU cannot touch. */
+static inline bool mem_protected(enum mem_kind k)
+{
+    return k == MEM_FAKEDEV || k == MEM_FAKEDEV_SLOW;
+}
 
 /* Context of the current check, printed with a failure. */
 extern char tctx[256];

@@ -11,6 +11,19 @@
  * staging before waiting, or completing a request before its copy back, shows
  * up as wrong data.
  *
+ * It has two GPUs. GPU 1 is slow: its memory is a PROT_NONE mapping of a
+ * memfd named "gwfake-slow" (the harness's MEM_FAKEDEV_SLOW), and its copies
+ * move on every eighth unfinished poll instead of every second, so that a
+ * later copy on GPU 0 finishes before an earlier one on GPU 1. Each GPU has
+ * its own queue and tickets.
+ *
+ * Every staging and scratch buffer lent must have come back when the device
+ * closes (MPI_Finalize); otherwise the process aborts. A copy to device
+ * memory of exactly GWFAKE_FAIL_COPY_TO_DEVICE_BYTES bytes (environment, read
+ * at each copy) fails as a CUDA stream does: its ticket is never reached,
+ * copy_done reports the error when asked to query errors, copy_wait at once;
+ * the bytes do not move.
+ *
  * A second kind of "device memory" lets the device algorithms (reductions
  * over point-to-point, coll_gpuwire_devreduce.c) run here: a shared mapping
  * of a memfd named "gwfake-device" (see the harness's MEM_FAKEDEV_RW). The
@@ -39,12 +52,21 @@ typedef struct {
     bool reduce;
     int op, type;
     const void *src2;
+    bool fail; /* an injected failure: nothing moves */
 } pending_copy_t;
 
-static pending_copy_t *queue;
-static size_t queued, queue_cap;
-static uint64_t issued, completed;
+enum { FAKE_GPUS = 2 };
+
+static struct fake_gpu {
+    pending_copy_t *queue;
+    size_t queued, queue_cap;
+    uint64_t issued, completed;
+    uint64_t failed; /* the ticket of a failed copy not reported yet; 0: none */
+    unsigned long polls;
+    unsigned period; /* copies move on every period-th unfinished poll */
+} gpus[FAKE_GPUS] = {{.period = 2}, {.period = 8}};
 static bool open_;
+static long staging_lent, scratch_lent;
 
 static int fail(char *why, size_t why_len, const char *msg)
 {
@@ -55,22 +77,25 @@ static int fail(char *why, size_t why_len, const char *msg)
 enum fake_kind { FAKE_HOST, FAKE_DEVICE_NONE, FAKE_DEVICE_RW };
 
 /* What the mapping holding p is: PROT_NONE (device memory the CPU cannot
- * touch), the "gwfake-device" memfd (device memory the CPU may touch), or
- * host memory. */
-static enum fake_kind kind_of(const void *p)
+ * touch; GPU 1's when it maps the "gwfake-slow" memfd), the "gwfake-device"
+ * memfd (device memory the CPU may touch), or host memory. */
+static enum fake_kind kind_gpu_of(const void *p, int *gpu)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return FAKE_HOST;
     char line[512];
     enum fake_kind k = FAKE_HOST;
     uintptr_t a = (uintptr_t)p;
+    *gpu = -1;
     while (fgets(line, sizeof(line), f)) {
         unsigned long lo, hi;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && a >= lo && a < hi) {
             if (perms[0] == '-' && perms[1] == '-' && perms[2] == '-') {
                 k = FAKE_DEVICE_NONE;
+                *gpu = strstr(line, "memfd:gwfake-slow") ? 1 : 0;
             } else if (strstr(line, "memfd:gwfake-device")) {
+                *gpu = 0;
                 k = FAKE_DEVICE_RW;
             }
             break;
@@ -78,6 +103,12 @@ static enum fake_kind kind_of(const void *p)
     }
     fclose(f);
     return k;
+}
+
+static enum fake_kind kind_of(const void *p)
+{
+    int gpu;
+    return kind_gpu_of(p, &gpu);
 }
 
 static bool inaccessible(const void *p) { return kind_of(p) == FAKE_DEVICE_NONE; }
@@ -112,7 +143,7 @@ static void do_reduce(const pending_copy_t *c)
 
 static void do_copy(const pending_copy_t *c)
 {
-    if (c->len == 0) return;
+    if (c->len == 0 || c->fail) return;
     if (c->reduce) {
         do_reduce(c);
         return;
@@ -125,37 +156,47 @@ static void do_copy(const pending_copy_t *c)
     if (src_dev) protect(c->src, c->len, PROT_NONE);
 }
 
-/* Completes every queued copy up to ticket, in order. */
-static void complete_until(uint64_t ticket)
+/* Completes every queued copy of g up to ticket, in order. */
+static void complete_until(struct fake_gpu *g, uint64_t ticket)
 {
     size_t i = 0;
-    for (; i < queued && queue[i].ticket <= ticket; ++i) do_copy(&queue[i]);
-    memmove(queue, queue + i, (queued - i) * sizeof(*queue));
-    queued -= i;
-    if (ticket > completed) completed = ticket;
+    for (; i < g->queued && g->queue[i].ticket <= ticket; ++i) do_copy(&g->queue[i]);
+    memmove(g->queue, g->queue + i, (g->queued - i) * sizeof(*g->queue));
+    g->queued -= i;
+    if (ticket > g->completed) g->completed = ticket;
 }
 
 int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len)
 {
     open_ = true;
-    return 1;
+    return FAKE_GPUS;
 }
 
 void gw_coll_device_close(void)
 {
-    complete_until(issued);
-    free(queue);
-    queue = NULL;
-    queued = queue_cap = 0;
+    for (int i = 0; i < FAKE_GPUS; ++i) {
+        struct fake_gpu *g = &gpus[i];
+        complete_until(g, g->issued);
+        free(g->queue);
+        g->queue = NULL;
+        g->queued = g->queue_cap = 0;
+        g->failed = 0;
+    }
     open_ = false;
+    if (staging_lent != 0 || scratch_lent != 0) {
+        fprintf(stderr, "fake device: %ld staging and %ld scratch buffers not returned\n",
+                staging_lent, scratch_lent);
+        abort();
+    }
 }
 
 int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, char *why,
                             size_t why_len)
 {
     if (!open_) return fail(why, why_len, "fake device: not open");
-    out->on_gpu = ptr != NULL && kind_of(ptr) != FAKE_HOST;
-    out->gpu = out->on_gpu ? 0 : -1;
+    int gpu = -1;
+    out->on_gpu = ptr != NULL && kind_gpu_of(ptr, &gpu) != FAKE_HOST;
+    out->gpu = out->on_gpu ? gpu : -1;
     return 0;
 }
 
@@ -166,6 +207,7 @@ int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why,
     /* Garbage, so that a region copied in wrongly cannot pass by luck. */
     memset(p, 0x5A, len);
     *out = (gw_coll_host_buf_t){p, len, NULL};
+    ++staging_lent;
     return 0;
 }
 
@@ -174,29 +216,39 @@ void gw_coll_staging_put(gw_coll_host_buf_t *buf)
     if (buf->ptr) {
         memset(buf->ptr, 0xEE, buf->len);
         free(buf->ptr);
+        --staging_lent;
     }
     *buf = (gw_coll_host_buf_t){NULL, 0, NULL};
 }
 
 int gw_coll_device_wait_user(int gpu, char *why, size_t why_len) { return 0; }
 
-static uint64_t enqueue(pending_copy_t c)
+static uint64_t enqueue(struct fake_gpu *g, pending_copy_t c)
 {
-    if (queued == queue_cap) {
-        queue_cap = queue_cap ? 2 * queue_cap : 16;
-        queue = realloc(queue, queue_cap * sizeof(*queue));
-        if (!queue) abort();
+    if (g->queued == g->queue_cap) {
+        g->queue_cap = g->queue_cap ? 2 * g->queue_cap : 16;
+        g->queue = realloc(g->queue, g->queue_cap * sizeof(*g->queue));
+        if (!g->queue) abort();
     }
-    c.ticket = ++issued;
-    queue[queued++] = c;
-    return issued;
+    c.ticket = ++g->issued;
+    g->queue[g->queued++] = c;
+    return g->issued;
+}
+
+static bool fail_injected(const void *dst, size_t len)
+{
+    const char *e = getenv("GWFAKE_FAIL_COPY_TO_DEVICE_BYTES");
+    return e && *e && strtoull(e, NULL, 10) == len && kind_of(dst) != FAKE_HOST;
 }
 
 int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len)
 {
-    if (gpu != 0) return fail(why, why_len, "fake device: no such GPU");
-    *ticket = enqueue((pending_copy_t){.dst = dst, .src = src, .len = len});
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    struct fake_gpu *g = &gpus[gpu];
+    const bool f = fail_injected(dst, len);
+    *ticket = enqueue(g, (pending_copy_t){.dst = dst, .src = src, .len = len, .fail = f});
+    if (f && !g->failed) g->failed = *ticket;
     return 0;
 }
 
@@ -205,10 +257,10 @@ bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op,
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
                          int gpu, uint64_t *ticket, char *why, size_t why_len)
 {
-    if (gpu != 0) return fail(why, why_len, "fake device: no such GPU");
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     if (!gw_reduce_supported(op, type)) return fail(why, why_len, "fake device: no such kernel");
-    *ticket = enqueue((pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
-                                       .reduce = true, .op = op, .type = type});
+    *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
+                                                   .reduce = true, .op = op, .type = type});
     return 0;
 }
 
@@ -220,6 +272,7 @@ int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, 
     if (!p) return fail(why, why_len, "fake device: malloc failed");
     memset(p, 0x6B, len);
     *out = (gw_coll_dev_buf_t){p, len, p};
+    ++scratch_lent;
     return 0;
 }
 
@@ -228,25 +281,51 @@ void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
     if (buf->owner) {
         memset(buf->ptr, 0xDD, buf->len);
         free(buf->owner);
+        --scratch_lent;
     }
     *buf = (gw_coll_dev_buf_t){NULL, 0, NULL};
 }
 
+/* A failed copy at or before ticket: reported once, then the GPU goes on
+ * (a real stream stays failed; the tests run more after it). */
+static int report_failure(struct fake_gpu *g, uint64_t ticket, char *why, size_t why_len)
+{
+    complete_until(g, ticket);
+    g->failed = 0;
+    for (size_t i = 0; i < g->queued; ++i) {
+        if (g->queue[i].fail) {
+            g->failed = g->queue[i].ticket;
+            break;
+        }
+    }
+    return fail(why, why_len, "fake device: copy failed (GWFAKE_FAIL_COPY_TO_DEVICE_BYTES)");
+}
+
 int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
-    complete_until(ticket);
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    struct fake_gpu *g = &gpus[gpu];
+    if (g->failed && g->failed <= ticket) return report_failure(g, ticket, why, why_len);
+    complete_until(g, ticket);
     return 0;
 }
 
 int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
                       size_t why_len)
 {
-    static unsigned long polls;
-    *done = completed >= ticket;
-    /* The bytes move on every second poll that finds the copy unfinished,
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    struct fake_gpu *g = &gpus[gpu];
+    if (g->failed && g->failed <= ticket) {
+        /* Never reached; only a query finds out why. */
+        if (query_errors) return report_failure(g, ticket, why, why_len);
+        *done = false;
+        return 0;
+    }
+    *done = g->completed >= ticket;
+    /* The bytes move on every period-th poll that finds the copy unfinished,
      * and the poll that moves them still answers "not done": a caller that
      * stops polling early finds stale device memory. */
-    if (!*done && ++polls % 2 == 0) complete_until(ticket);
+    if (!*done && ++g->polls % g->period == 0) complete_until(g, ticket);
     return 0;
 }
 
