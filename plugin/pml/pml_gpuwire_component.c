@@ -36,6 +36,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .staged_chunked = false,
     .pace_auto = true,
     .pace_poll_us = 100,
+    .pinned_bounce_bytes = (size_t)256 << 20,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -166,6 +167,15 @@ static int component_register(void)
         c, "pace_poll_us", "Microseconds between reads of the RoCE port's CNP counter",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_pml_gpuwire_params.pace_poll_us);
+    (void)mca_base_component_var_register(
+        c, "pinned_bounce_bytes",
+        "Pinned host memory kept for device messages staged whole through host memory (a "
+        "receive into GPU memory lands in one pinned buffer, a staged send is copied out into "
+        "one): buffers of power-of-two sizes from 64 KiB are lent per message and kept for "
+        "reuse, at most this many bytes in all; a message the bound cannot serve goes "
+        "through pageable memory; 0: none",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_pml_gpuwire_params.pinned_bounce_bytes);
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }
@@ -197,6 +207,9 @@ static int component_open(void)
          1000000, NULL},
         {"pml_gpuwire_recv_window_bytes", GW_PARAM_SIZE,
          &mca_pml_gpuwire_params.recv_window_bytes, 0, (int64_t)1 << 40, "0: no bound"},
+        {"pml_gpuwire_pinned_bounce_bytes", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.pinned_bounce_bytes, 0, (int64_t)1 << 40,
+         "0 switches the pinned bounce buffers off"},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

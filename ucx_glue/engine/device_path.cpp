@@ -55,7 +55,8 @@ DevicePath::DevicePath(const DeviceConfig &config)
                            config.staging_chunk_bytes, 2,
                            std::max<size_t>(1, config.staging_max_bytes /
                                                    (2 * config.staging_chunk_bytes)),
-                           0})
+                           0}),
+      bounce_(driver_, cuda::PinnedCacheConfig{config.bounce_max_bytes, size_t{64} << 10})
 {
 }
 

@@ -2,8 +2,12 @@
 // streams, and the device copies in flight. Created only when a CUDA driver
 // and at least one GPU are present; without it every buffer is host memory.
 //
-// Ownership: owns the classifier, the exporter, the mapping cache and the
-// stream pool; a pending copy owns its IPC mapping lease and bounce buffer.
+// Ownership: owns the classifier, the exporter, the mapping cache, the
+// stream pool, the pinned staging chunks and the pinned bounce buffers; a
+// pending copy owns its IPC mapping lease. A bounce buffer lent to a message
+// goes back with return_bounce(); whatever is still lent when the device path
+// is destroyed is unpinned with it, so the owner destroys it only once nothing
+// (UCX included) can touch those buffers any more.
 // Threading: used under the engine's lock only.
 #pragma once
 
@@ -20,6 +24,7 @@
 #include "gpuwire/cuda/ipc_exporter.hpp"
 #include "gpuwire/cuda/ipc_mapping_cache.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
+#include "gpuwire/cuda/pinned_cache.hpp"
 #include "gpuwire/cuda/pinned_pool.hpp"
 #include "gpuwire/cuda/stream.hpp"
 
@@ -31,6 +36,7 @@ struct DeviceConfig {
     int streams_per_device = 4;
     size_t staging_chunk_bytes = size_t{4} << 20;
     size_t staging_max_bytes = size_t{64} << 20; // pinned host memory for staging
+    size_t bounce_max_bytes = size_t{256} << 20; // pinned whole-message buffers; 0: none
 };
 
 class DevicePath {
@@ -56,7 +62,9 @@ public:
     // The local ordinal of the GPU with this UUID, or -1.
     int device_of_uuid(const uint8_t uuid[16]) const;
 
-    // Synchronous copy between any two kinds of memory, on `device`'s stream.
+    // Synchronous copy between any two kinds of memory, on `device`'s stream:
+    // one cudaMemcpyAsync and a stream synchronize. From or to pinned host
+    // memory (a bounce buffer) this is one DMA at full speed.
     cuda::Status copy_sync(void *dst, const void *src, size_t len, int device);
     // Synchronous copy between pageable host memory and GPU memory through
     // pinned chunks (a copy from or to pageable memory is several times
@@ -104,6 +112,18 @@ public:
     cuda::Result<cuda::PinnedChunk> acquire_pinned() { return pinned_.acquire(); }
     size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
 
+    // A whole-message pinned host buffer of at least `bytes`
+    // (gpuwire/cuda/pinned_cache.hpp): a device receive lands in it, a staged
+    // send is copied out into it. busy when the bound cannot be met (or the
+    // cache is off), the driver's error when pinning failed: the caller then
+    // stages through plain host memory.
+    cuda::Result<void *> lend_bounce(size_t bytes, int device)
+    {
+        return bounce_.acquire(bytes, device);
+    }
+    void return_bounce(void *buffer) { bounce_.release(buffer); }
+    const cuda::PinnedCache &bounce_cache() const { return bounce_; }
+
     cuda::ClassifierCounters classifier_counters() const { return classifier_.counters(); }
     cuda::IpcCacheCounters mapping_counters() const { return mappings_.counters(); }
     cuda::IpcExporterCounters exporter_counters() const { return exporter_.counters(); }
@@ -119,6 +139,7 @@ private:
     cuda::IpcMappingCache mappings_;
     cuda::StreamPool streams_;
     cuda::PinnedPool pinned_;
+    cuda::PinnedCache bounce_;
     std::vector<std::array<uint8_t, 16>> uuids_;
     // Copies complete in the order they were issued per stream; one FIFO of
     // all of them is polled from the front (a later copy on another stream

@@ -138,6 +138,7 @@ gw_status_t Engine::init(std::string &why)
         DeviceConfig dc;
         dc.ipc_cache_entries = params_.ipc_cache_entries;
         dc.ipc_cache_bytes = params_.ipc_cache_bytes;
+        dc.bounce_max_bytes = params_.pinned_bounce_bytes;
         dev_ = DevicePath::create(dc, device_why_);
     } else {
         device_why_ = "device support switched off";
@@ -257,8 +258,12 @@ void Engine::disconnect()
 
 Engine::~Engine()
 {
+    // No device work starts from here on (finish_recv). The device path
+    // outlives the worker: UCX may write into a receive's pinned landing, or
+    // read a staged send's pinned copy, until its request is gone, and every
+    // landing released below goes back to the device path's cache.
+    closing_ = true;
     if (worker_) abandon_xfers();
-    dev_.reset(); // waits for device copies in flight
     if (worker_) {
         disconnect();
         // Receives still posted complete as cancelled.
@@ -279,6 +284,7 @@ Engine::~Engine()
     }
     if (context_) ucp_cleanup(context_);
     free_abandoned();
+    dev_.reset(); // waits for device copies in flight; unpins every pinned buffer
     run_completions();
 }
 
@@ -456,7 +462,7 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
         lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
-    new (op) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK};
+    new (op) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK, 0};
     lock_.unlock();
     return GW_OK;
 }
@@ -475,6 +481,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
     op->status = GW_OK;
     op->waiting = kWaitSend;
     op->desc = 0;
+    op->pinned = 0;
 
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
 
@@ -530,19 +537,27 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             return st;
         }
         if (proto == Protocol::staged) {
-            // Whole into host memory (through pinned chunks), sent as host data.
-            void *bounce = std::malloc(len);
-            cuda::Status cs = bounce ? dev_->copy_via_pinned(bounce, buf, len,
-                                                             mi.device >= 0 ? mi.device : 0, false)
-                                     : cuda::Status::error(cuda::Errc::busy, "out of memory");
+            // Whole into host memory, sent as host data: one DMA into a pinned
+            // bounce buffer, else through pinned chunks into the heap.
+            const int device = mi.device >= 0 ? mi.device : 0;
+            void *bounce = lend_bounce(len, device);
+            cuda::Status cs;
+            if (bounce) {
+                op->pinned = 1;
+                cs = dev_->copy_sync(bounce, buf, len, device);
+            } else {
+                bounce = std::malloc(len);
+                cs = bounce ? dev_->copy_via_pinned(bounce, buf, len, device, false)
+                            : cuda::Status::error(cuda::Errc::busy, "out of memory");
+            }
+            op->side = bounce;
             if (!cs) {
-                std::free(bounce);
+                free_side(op);
                 log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
                     cs.message().c_str());
                 lock_.unlock();
                 return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
             }
-            op->side = bounce;
             payload = bounce;
             ++stats_.staged_sends;
         } else if (proto == Protocol::ucx_device) {
@@ -584,11 +599,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         if (op->waiting & kWaitAck) sync_waiting_.erase(op->sync_id);
         log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
             ucs_status_string(UCS_PTR_STATUS(r)));
-        if (op->desc) {
-            delete static_cast<DeviceDescriptor *>(op->side);
-        } else {
-            std::free(op->side);
-        }
+        free_side(op);
         lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
@@ -614,14 +625,7 @@ void Engine::on_send_done(void *request, ucs_status_t status, void *user_data)
 void Engine::send_done(SendOp *op, ucs_status_t status)
 {
     op->waiting &= ~kWaitSend;
-    if (op->side) {
-        if (op->desc) {
-            delete static_cast<DeviceDescriptor *>(op->side);
-        } else {
-            std::free(op->side);
-        }
-        op->side = nullptr;
-    }
+    free_side(op);
     if (status != UCS_OK) {
         op->status = from_ucs(status);
         if (op->waiting & kWaitAck) {
@@ -630,6 +634,48 @@ void Engine::send_done(SendOp *op, ucs_status_t status)
         }
     }
     if (!op->waiting) complete(op->req, op->status);
+}
+
+// What a send kept until UCX was done with it: a descriptor, a chunked
+// transfer's header or a staged copy (pinned, back to the cache; or heap).
+void Engine::free_side(SendOp *op)
+{
+    if (!op->side) return;
+    if (op->desc) {
+        delete static_cast<DeviceDescriptor *>(op->side);
+    } else if (op->pinned) {
+        dev_->return_bounce(op->side);
+    } else {
+        std::free(op->side);
+    }
+    op->side = nullptr;
+    op->pinned = 0;
+}
+
+void *Engine::lend_bounce(size_t len, int device)
+{
+    const cuda::PinnedCache &cache = dev_->bounce_cache();
+    if (cache.max_bytes() == 0) return nullptr; // switched off
+    cuda::Result<void *> b = dev_->lend_bounce(len, device);
+    if (b) return *b;
+    ++stats_.pinned_bounce_fallbacks;
+    if (b.status().code() == cuda::Errc::busy) {
+        if (!bounce_busy_logged_) {
+            bounce_busy_logged_ = true;
+            log(GW_LOG_INFO,
+                "no pinned bounce buffer of %zu bytes for a device message (%zu bytes pinned, "
+                "%zu lent, bound %zu: pml_gpuwire_pinned_bounce_bytes): staged through "
+                "pageable memory; logged once",
+                len, cache.held_bytes(), cache.lent_bytes(), cache.limit());
+        }
+    } else if (!bounce_failed_logged_) {
+        bounce_failed_logged_ = true;
+        log(GW_LOG_WARN,
+            "pinning a %zu-byte bounce buffer for a device message failed (%s): pinned bounce "
+            "buffers stay within the %zu bytes pinned so far; logged once",
+            len, b.status().message().c_str(), cache.limit());
+    }
+    return nullptr;
 }
 
 ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_length, void *,
@@ -710,6 +756,7 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->device = -1;
     op->done = 0;
     op->saved = 0;
+    op->pinned = 0;
     return op;
 }
 
@@ -727,8 +774,15 @@ bool Engine::prepare_landing(RecvOp *op)
         op->landing = op->block;
         return true;
     }
-    // A device buffer: UCX writes host memory here (see deliver for why).
-    op->bounce = std::malloc(op->cap);
+    // A device buffer: UCX writes host memory here (a descriptor must not
+    // land in the user's buffer), pinned when the cache lends a buffer, so
+    // the copy up is one DMA.
+    op->bounce = lend_bounce(op->cap, op->device);
+    if (op->bounce) {
+        op->pinned = 1;
+    } else {
+        op->bounce = std::malloc(op->cap);
+    }
     op->landing = op->bounce;
     return op->bounce != nullptr;
 }
@@ -736,8 +790,13 @@ bool Engine::prepare_landing(RecvOp *op)
 void Engine::release_landing(RecvOp *op)
 {
     if (op->bounce) [[unlikely]] {
-        std::free(op->bounce);
+        if (op->pinned) {
+            dev_->return_bounce(op->bounce);
+        } else {
+            std::free(op->bounce);
+        }
         op->bounce = nullptr;
+        op->pinned = 0;
     }
 }
 
@@ -808,6 +867,14 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
+    if (closing_ && ((sender_tag & kDescBit) || op->device >= 0)) [[unlikely]] {
+        // Teardown (the worker's last progress): no device work starts now.
+        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        release_landing(op);
+        req->length = 0;
+        complete(req, GW_ERR_CANCELED);
+        return;
+    }
     if (sender_tag & kDescBit) [[unlikely]] {
         InboundMsg m;
         const bool ok = read_device_message(status, op->landing, length, sender_tag, m);
@@ -839,7 +906,10 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     gw_status_t st = GW_OK;
     if (op->device >= 0) {
         ++stats_.device_recvs;
-        cuda::Status s = dev_->copy_via_pinned(op->buf, op->landing, length, op->device, true);
+        // From a pinned landing one DMA; from the heap through pinned chunks.
+        cuda::Status s =
+            op->pinned ? dev_->copy_sync(op->buf, op->landing, length, op->device)
+                       : dev_->copy_via_pinned(op->buf, op->landing, length, op->device, true);
         if (!s) {
             log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
             st = GW_ERR_TRANSPORT;
@@ -1158,6 +1228,12 @@ void Engine::stats(gw_engine_stats_t *out) const
     lock_.lock();
     *out = stats_;
     out->pace_rate_mbps = pacer_ ? uint64_t(pacer_->rate_gbps() * 1000.0) : 0;
+    if (dev_) {
+        cuda::PinnedCacheCounters b = dev_->bounce_cache().counters();
+        out->pinned_bounce_hits = b.hits;
+        out->pinned_bounce_pins = b.pins;
+        out->pinned_bounce_evictions = b.evictions;
+    }
     lock_.unlock();
     if (dev_) {
         auto c = dev_->classifier_counters();

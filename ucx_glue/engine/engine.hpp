@@ -76,6 +76,7 @@ struct RecvOp {
     int32_t device;    // GPU of buf, or -1 for host memory
     uint8_t done;      // UCX reported completion
     uint8_t saved;     // block holds the head of buf (landing == buf)
+    uint8_t pinned;    // bounce is lent by the device path's pinned cache (else malloc)
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
@@ -135,6 +136,7 @@ struct SendOp {
     uint8_t waiting; // bits: kWaitSend, kWaitAck
     uint8_t desc;    // side is a DeviceDescriptor
     gw_status_t status;
+    uint8_t pinned;  // side is a staged copy lent by the pinned cache (else malloc)
 };
 static_assert(sizeof(RecvOp) <= GW_REQUEST_PRIVATE_BYTES);
 static_assert(sizeof(SendOp) <= GW_REQUEST_PRIVATE_BYTES);
@@ -322,6 +324,10 @@ private:
     bool read_device_message(ucs_status_t status, const void *bytes, size_t length,
                              uint64_t sender_tag, InboundMsg &m);
     void send_done(SendOp *op, ucs_status_t status);
+    void free_side(SendOp *op);
+    // A pinned bounce buffer of at least len bytes for a device message, or
+    // nullptr: then the message goes through pageable memory.
+    void *lend_bounce(size_t len, int device);
     void flush_acks();
 
     // Chunked transfers (chunked.cpp).
@@ -376,6 +382,9 @@ private:
 
     std::unique_ptr<DevicePath> dev_;
     std::string device_why_;
+    bool closing_ = false; // the destructor runs: no device work starts
+    bool bounce_busy_logged_ = false;
+    bool bounce_failed_logged_ = false;
     PathConfig path_;
     std::vector<int8_t> local_; // -1 unknown, 0 remote, 1 same node
 };

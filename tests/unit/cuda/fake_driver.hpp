@@ -137,6 +137,7 @@ class FakeDriver : public DriverApi {
 
   Status host_alloc(size_t bytes, int device, void** out) override {
     ++host_allocs;
+    last_host_device = device;
     if (fail_host_alloc) return Status::runtime_error("cudaHostAlloc", 2);
     void* p = std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095});
     host_.insert(p);
@@ -155,6 +156,7 @@ class FakeDriver : public DriverApi {
   int attribute_queries = 0, id_queries = 0, vmm_queries = 0;
   int ipc_gets = 0, ipc_opens = 0, ipc_closes = 0, bad_closes = 0;
   int host_allocs = 0, host_frees = 0;
+  int last_host_device = -1;  // whose context made the last pinned allocation
   int fail_opens = 0;
   bool fail_queries = false, fail_host_alloc = false;
   std::function<void(uintptr_t)> on_query;  // runs inside pointer_attributes

@@ -167,6 +167,12 @@ typedef struct {
      * through pinned slots (pipelined); 0 copies it whole into host memory
      * and sends that as one message. */
     int staged_chunked;
+    /* Pinned host memory kept for device messages staged whole through host
+     * memory (a receive into device memory lands in one pinned buffer, a
+     * staged send is copied out into one): buffers are lent per message and
+     * kept for reuse, never more than this many bytes in all. A message the
+     * bound cannot serve goes through pageable memory. 0: none. */
+    size_t pinned_bounce_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -243,6 +249,11 @@ typedef struct {
     uint64_t window_deferrals, staging_heap_chunks;
     /* the pacer: its current rate (Mb/s, 0 when off) and the CNPs fed to it */
     uint64_t pace_rate_mbps, pace_cnps;
+    /* pinned bounce buffers (pinned_bounce_bytes): lent again, pinned anew,
+     * unpinned to make room for a larger one; device messages staged through
+     * pageable memory because none could be lent */
+    uint64_t pinned_bounce_hits, pinned_bounce_pins, pinned_bounce_evictions;
+    uint64_t pinned_bounce_fallbacks;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
