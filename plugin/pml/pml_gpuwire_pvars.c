@@ -1,6 +1,6 @@
 /*
  * The engine's counters as MPI_T performance variables (pml_gpuwire_<name>):
- * continuous read-only counters, readable by any MPI tool through
+ * continuous read-only counters (and levels), readable by any MPI tool through
  * MPI_T_pvar_read. They cost nothing until read: the engine counts anyway.
  */
 #include <stddef.h>
@@ -51,9 +51,18 @@ static const struct {
     {"pinned_bounce_fallbacks",
      "Device messages staged through pageable memory: no pinned bounce buffer could be lent",
      offsetof(gw_engine_stats_t, pinned_bounce_fallbacks)},
+    {"pinned_bounce_held_bytes", "Bytes of pinned host memory the bounce cache holds now",
+     offsetof(gw_engine_stats_t, pinned_bounce_held_bytes)},
     {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
      offsetof(gw_engine_stats_t, dropped_messages)},
 };
+
+/* Values now (MPI_T levels) rather than counts since the start. */
+static int is_level(size_t offset)
+{
+    return offset == offsetof(gw_engine_stats_t, pace_rate_mbps) ||
+           offset == offsetof(gw_engine_stats_t, pinned_bounce_held_bytes);
+}
 
 static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
@@ -72,7 +81,8 @@ void mca_pml_gpuwire_register_pvars(const mca_base_component_t *component)
     for (size_t i = 0; i < sizeof(pvars) / sizeof(pvars[0]); ++i) {
         (void)mca_base_component_pvar_register(
             component, pvars[i].name, pvars[i].help, OPAL_INFO_LVL_4,
-            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+            is_level(pvars[i].offset) ? MCA_BASE_PVAR_CLASS_LEVEL : MCA_BASE_PVAR_CLASS_COUNTER,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
             MPI_T_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
             read_counter, NULL, NULL, (void *)(uintptr_t)pvars[i].offset);
     }

@@ -39,6 +39,9 @@ void check_pair(int o, int t, size_t n, size_t offset_elems, cudaStream_t stream
   CUDA_OK(cudaMemcpy(da.at(off), a.data(), bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(db.at(off), b.data(), bytes, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dout.at(off), out.data(), bytes, cudaMemcpyHostToDevice));
+  // A cudaMemcpy from pageable memory may return before its DMA lands, and the stream of the
+  // kernel need not wait for the legacy stream: the inputs must be on the device first.
+  CUDA_OK(cudaDeviceSynchronize());
   char why[256] = "";
   INFO(why);
   REQUIRE(gw_dev_reduce3(o, t, da.at(off), db.at(off), dout.at(off), n, stream, why, sizeof(why)) == 0);

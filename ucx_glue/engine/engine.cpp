@@ -1233,6 +1233,7 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->pinned_bounce_hits = b.hits;
         out->pinned_bounce_pins = b.pins;
         out->pinned_bounce_evictions = b.evictions;
+        out->pinned_bounce_held_bytes = dev_->bounce_cache().held_bytes();
     }
     lock_.unlock();
     if (dev_) {

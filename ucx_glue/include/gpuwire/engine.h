@@ -254,6 +254,9 @@ typedef struct {
      * pageable memory because none could be lent */
     uint64_t pinned_bounce_hits, pinned_bounce_pins, pinned_bounce_evictions;
     uint64_t pinned_bounce_fallbacks;
+    /* bytes the pinned bounce cache holds now (lent or idle), at most
+     * pinned_bounce_bytes */
+    uint64_t pinned_bounce_held_bytes;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
