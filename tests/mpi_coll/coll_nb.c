@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "coll_harness.h"
+#include "coll_pvar.h"
 
 static enum mem_kind dev_fast, dev_slow; /* MEM_HOST in host mode */
 static int me, n;
@@ -54,23 +55,10 @@ static MPI_T_pvar_handle open_pvar(const char *component, const char *var, int v
 {
     char name[128];
     snprintf(name, sizeof(name), "coll_%s_%s", component, var);
-    int idx = -1, count = 0;
-    MPI_T_pvar_handle h = MPI_T_PVAR_HANDLE_NULL;
-    if (MPI_T_pvar_get_index(name, var_class, &idx) != MPI_SUCCESS) {
-        mt_fail(__FILE__, __LINE__, "no MPI_T variable %s: is coll %s loaded?", name, component);
-        return h;
-    }
-    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(session, idx, NULL, &h, &count));
-    MT_CHECK_EQ(count, 1);
-    return h;
+    return coll_pvar_open(session, name, var_class);
 }
 
-static unsigned long long read_pvar(MPI_T_pvar_handle h)
-{
-    unsigned long long v = 0;
-    if (h != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_read(session, h, &v));
-    return v;
-}
+static unsigned long long read_pvar(MPI_T_pvar_handle h) { return coll_pvar_read(session, h); }
 
 static unsigned long long deferred(void) { return read_pvar(deferred_h); }
 static unsigned long long pending(void) { return read_pvar(pending_h); }

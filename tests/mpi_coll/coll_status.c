@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mpitest.h"
+#include "coll_pvar.h"
 
 #ifdef GW_COLL_DEVICE
 #include <cuda_runtime_api.h>
@@ -30,23 +31,10 @@ static MPI_T_pvar_session session;
 
 static MPI_T_pvar_handle pvar(const char *name, int var_class)
 {
-    int idx = -1, count = 0;
-    MPI_T_pvar_handle h = MPI_T_PVAR_HANDLE_NULL;
-    if (MPI_T_pvar_get_index(name, var_class, &idx) != MPI_SUCCESS) {
-        mt_fail(__FILE__, __LINE__, "no MPI_T variable %s: is coll gpuwire loaded?", name);
-        return h;
-    }
-    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(session, idx, NULL, &h, &count));
-    MT_CHECK_EQ(count, 1);
-    return h;
+    return coll_pvar_open(session, name, var_class);
 }
 
-static unsigned long long read_pvar(MPI_T_pvar_handle h)
-{
-    unsigned long long v = 0;
-    if (h != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_read(session, h, &v));
-    return v;
-}
+static unsigned long long read_pvar(MPI_T_pvar_handle h) { return coll_pvar_read(session, h); }
 
 enum { NCALLS = 14, NREDUCTIONS = 5 };
 

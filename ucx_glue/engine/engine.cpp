@@ -444,17 +444,9 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     auto *op = reinterpret_cast<SendOp *>(req->priv);
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, wire_tag, &rp);
-    ++stats_.sends;
-    stats_.bytes_sent += len;
-    const bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : r != nullptr;
-    ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
     if (r == nullptr) [[likely]] {
-        const bool others = done_head_ != done_.size();
-        lock_.unlock();
-        req->status = GW_OK;
-        req->complete_cb(req);
-        if (others) run_completions();
-        return GW_OK;
+        count_host_send(len, false);
+        return sent_at_once(req);
     }
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
@@ -462,6 +454,7 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
         lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
+    count_host_send(len, true);
     new (op) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK, 0};
     lock_.unlock();
     return GW_OK;
@@ -582,18 +575,10 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
     ucs_status_ptr_t r = (flags & GW_SEND_SYNC) && !op->desc
                              ? ucp_tag_send_sync_nbx(ep, payload, payload_len, wire_tag, &rp)
                              : ucp_tag_send_nbx(ep, payload, payload_len, wire_tag, &rp);
-    ++stats_.sends;
-    stats_.bytes_sent += len;
     if (r == nullptr && op->waiting == kWaitSend && !op->side) [[likely]] {
         // Done at once (the common small send): complete without the queue.
-        ++(params_.rndv_threshold && len >= params_.rndv_threshold ? stats_.rndv_sends
-                                                                    : stats_.eager_sends);
-        bool others = done_head_ != done_.size();
-        lock_.unlock();
-        req->status = GW_OK;
-        req->complete_cb(req);
-        if (others) run_completions();
-        return GW_OK;
+        count_host_send(len, false);
+        return sent_at_once(req);
     }
     if (UCS_PTR_IS_ERR(r)) {
         if (op->waiting & kWaitAck) sync_waiting_.erase(op->sync_id);
@@ -604,10 +589,10 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         return from_ucs(UCS_PTR_STATUS(r));
     }
     if (!op->side) {
-        // A host message: rendezvous by the configured threshold, else by
-        // whether UCX needed the receiver before it could complete.
-        bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : r != nullptr;
-        ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
+        count_host_send(len, r != nullptr);
+    } else {
+        ++stats_.sends;
+        stats_.bytes_sent += len;
     }
     if (r == nullptr) send_done(op, UCS_OK);
     lock_.unlock();

@@ -302,6 +302,26 @@ private:
 
     gw_status_t isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                               const void *buf, size_t len, unsigned flags);
+    // Counts a host message handed to UCX: rendezvous by the configured
+    // threshold, else by whether UCX kept it (it needed the receiver).
+    void count_host_send(size_t len, bool kept)
+    {
+        ++stats_.sends;
+        stats_.bytes_sent += len;
+        const bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : kept;
+        ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
+    }
+    // A send UCX finished inside the call: the lock goes, then the callback
+    // runs, then whatever else completed meanwhile.
+    gw_status_t sent_at_once(gw_request_t *req)
+    {
+        const bool others = done_head_ != done_.size();
+        lock_.unlock();
+        req->status = GW_OK;
+        req->complete_cb(req);
+        if (others) run_completions();
+        return GW_OK;
+    }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Picks where UCX writes for this receive; false when out of memory.
     bool prepare_landing(RecvOp *op);
