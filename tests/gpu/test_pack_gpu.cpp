@@ -15,16 +15,12 @@
 #if GPUWIRE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "dev_mem.hpp"
+
 namespace {
 
-#define CUDA_OK(call) REQUIRE((call) == cudaSuccess)
-
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t bytes) { REQUIRE(cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-  char* at(size_t off) const { return static_cast<char*>(p) + off; }
-};
+using gw_test::DevMem;
+using gw_test::upload;
 
 // A random layout: non-overlapping blocks in a user region of `span` bytes,
 // visited in random order (packed order is the list's order). user_off is
@@ -62,11 +58,8 @@ void check_layout(std::mt19937_64& rng, size_t span, size_t max_len, size_t user
   DevMem duser(span + 16), dpacked(packed_size + 32 + 16);
   char* ubase = duser.at(user_shift);
   char* pbase = dpacked.at(user_shift % 3);
-  CUDA_OK(cudaMemcpy(ubase, user.data(), span, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(pbase, packed_init.data(), packed_init.size(), cudaMemcpyHostToDevice));
-  // cudaMemcpy from pageable memory may return before its DMA lands, and the kernel runs on a
-  // non-blocking stream: the data must be on the device first, as MPI requires of a caller.
-  CUDA_OK(cudaDeviceSynchronize());
+  upload(ubase, user.data(), span);
+  upload(pbase, packed_init.data(), packed_init.size());
   int device = 0;
   CUDA_OK(cudaGetDevice(&device));
   char why[512] = "";
@@ -83,8 +76,7 @@ void check_layout(std::mt19937_64& rng, size_t span, size_t max_len, size_t user
   // Unpack new bytes into the user region: blocks replaced, gaps untouched.
   std::vector<unsigned char> fresh(packed_size);
   for (auto& c : fresh) c = static_cast<unsigned char>(rng());
-  CUDA_OK(cudaMemcpy(pbase, fresh.data(), packed_size, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaDeviceSynchronize());
+  upload(pbase, fresh.data(), packed_size);
   std::vector<unsigned char> want_user = user;
   for (const auto& b : blocks) std::memcpy(&want_user[lead + b.user_off], &fresh[b.packed_off], b.len);
   REQUIRE(gw_dev_unpack(ubase + lead, pbase, blocks.data(), blocks.size(), device, why,

@@ -13,16 +13,12 @@
 #if GPUWIRE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "dev_mem.hpp"
+
 namespace {
 
-#define CUDA_OK(call) REQUIRE((call) == cudaSuccess)
-
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(size_t bytes) { REQUIRE(cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess); }
-  ~DevMem() { cudaFree(p); }
-  char* at(size_t off) const { return static_cast<char*>(p) + off; }
-};
+using gw_test::DevMem;
+using gw_test::upload;
 
 void check_pair(int o, int t, size_t n, size_t offset_elems, cudaStream_t stream, std::mt19937_64& rng) {
   gw_ref::TypeDesc d;
@@ -36,12 +32,9 @@ void check_pair(int o, int t, size_t n, size_t offset_elems, cudaStream_t stream
   want = out;
   gw_ref::expected(o, d, a.data(), b.data(), want.data(), n);
   DevMem da(bytes + off), db(bytes + off), dout(bytes + off);
-  CUDA_OK(cudaMemcpy(da.at(off), a.data(), bytes, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(db.at(off), b.data(), bytes, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dout.at(off), out.data(), bytes, cudaMemcpyHostToDevice));
-  // A cudaMemcpy from pageable memory may return before its DMA lands, and the stream of the
-  // kernel need not wait for the legacy stream: the inputs must be on the device first.
-  CUDA_OK(cudaDeviceSynchronize());
+  upload(da.at(off), a.data(), bytes);
+  upload(db.at(off), b.data(), bytes);
+  upload(dout.at(off), out.data(), bytes);
   char why[256] = "";
   INFO(why);
   REQUIRE(gw_dev_reduce3(o, t, da.at(off), db.at(off), dout.at(off), n, stream, why, sizeof(why)) == 0);

@@ -20,18 +20,12 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "device_test.h"
 #include "mpitest.h"
 
 enum kind { K_HOST, K_DEVICE, K_MANAGED };
 static const char *kind_name[] = {"host", "device", "managed"};
 
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        cudaError_t _e = (call);                                                          \
-        if (_e != cudaSuccess) {                                                          \
-            mt_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(_e));         \
-        }                                                                                 \
-    } while (0)
 
 #define GUARD 64
 
@@ -326,12 +320,7 @@ static void bsend_refused(void)
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        return mt_skip("no GPU on this machine");
-    }
-    const char *same = getenv("GW_TEST_SAME_GPU");
-    CUDA_OK(cudaSetDevice((same && atoi(same)) ? 0 : mt_rank % ndev));
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU on this machine");
 
     enum { NL = 7 };
     layout_t l[NL];

@@ -12,18 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_test.h"
 #include "mpitest.h"
 
 enum kind { K_HOST, K_DEVICE, K_MANAGED, K_POOL, K_NKINDS };
 static const char *kind_name[] = {"host", "device", "managed", "pool"};
 
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        cudaError_t _e = (call);                                                          \
-        if (_e != cudaSuccess) {                                                          \
-            mt_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(_e));         \
-        }                                                                                 \
-    } while (0)
 
 static void *alloc_kind(enum kind k, size_t len)
 {
@@ -223,13 +217,8 @@ static void truncation(void)
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        return mt_skip("no GPU on this machine");
-    }
-    const char *same = getenv("GW_TEST_SAME_GPU");
-    int dev = (same && atoi(same)) ? 0 : mt_rank % ndev;
-    CUDA_OK(cudaSetDevice(dev));
+    int dev = device_test_select_gpu();
+    if (dev < 0) return mt_skip("no GPU on this machine");
 
     for (int sk = 0; sk < K_NKINDS; ++sk)
         for (int rk = 0; rk < K_NKINDS; ++rk)

@@ -1,5 +1,7 @@
 #include "soak_sample.h"
 
+#include "mpi_pvar.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,15 +46,10 @@ void soak_pvars_open(soak_pvars_t *p)
     int num = 0;
     if (MPI_T_pvar_get_num(&num) != MPI_SUCCESS) return;
     for (int i = 0; i < num && p->n < SOAK_MAX_PVARS; ++i) {
-        char name[256], desc[256];
-        int name_len = sizeof(name), desc_len = sizeof(desc);
-        int verbosity, var_class, bind, readonly, continuous, atomic;
+        char name[256];
         MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &type, &enumtype,
-                                desc, &desc_len, &bind, &readonly, &continuous,
-                                &atomic) != MPI_SUCCESS)
-            continue;
+        int bind;
+        if (!pvar_describe(i, name, sizeof(name), &type, &bind)) continue;
         if (!wanted(name) || type != MPI_UNSIGNED_LONG_LONG || bind != MPI_T_BIND_NO_OBJECT ||
             strlen(name) >= sizeof(p->name[0]))
             continue;

@@ -4,9 +4,21 @@
 
 #include "gw_catch.hpp"
 
+#include <cstddef>
 #include <functional>
 
 #include "gpuwire/engine.h"
+
+// An engine request whose completion sets done (single-threaded tests).
+struct Req {
+    gw_request_t r{};
+    bool done = false;
+    Req()
+    {
+        r.complete_cb = [](gw_request_t *g) { reinterpret_cast<Req *>(g)->done = true; };
+    }
+};
+static_assert(offsetof(Req, r) == 0);
 
 struct EnginePair {
     gw_engine_t *e[2] = {nullptr, nullptr};

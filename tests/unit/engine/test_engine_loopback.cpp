@@ -14,15 +14,6 @@ namespace {
 
 using Pair = EnginePair;
 
-struct Req {
-    gw_request_t r{};
-    bool done = false;
-    Req()
-    {
-        r.complete_cb = [](gw_request_t *g) { reinterpret_cast<Req *>(g)->done = true; };
-    }
-};
-static_assert(offsetof(Req, r) == 0);
 
 std::vector<unsigned char> pattern(size_t n, unsigned seed)
 {

@@ -15,15 +15,6 @@ namespace {
 
 using gpuwire::fabric::testing::FakeSysfs;
 
-struct Req {
-    gw_request_t r{};
-    bool done = false;
-    Req()
-    {
-        r.complete_cb = [](gw_request_t *g) { reinterpret_cast<Req *>(g)->done = true; };
-    }
-};
-static_assert(offsetof(Req, r) == 0);
 
 gw_engine_stats_t stats_of(gw_engine_t *e)
 {

@@ -33,18 +33,18 @@ struct Pair : EnginePair {
 
 // A request whose completion any thread may observe: the callback runs on
 // whichever thread progressed the engine.
-struct Req {
+struct ThreadReq {
     gw_request_t r{};
     std::atomic<bool> done{false};
-    Req()
+    ThreadReq()
     {
         r.complete_cb = [](gw_request_t *g) {
-            reinterpret_cast<Req *>(g)->done.store(true, std::memory_order_release);
+            reinterpret_cast<ThreadReq *>(g)->done.store(true, std::memory_order_release);
         };
     }
     bool is_done() const { return done.load(std::memory_order_acquire); }
 };
-static_assert(offsetof(Req, r) == 0);
+static_assert(offsetof(ThreadReq, r) == 0);
 
 unsigned char pattern_byte(int side, int thread, int round, size_t i)
 {
@@ -104,7 +104,7 @@ void worker(Pair &pair, Layout layout, int side, int thread, std::string &error)
         const unsigned flags = round % 5 == 4 ? GW_SEND_SYNC : 0;
         const int mode = round % 3; // 0 posted first, 1 probed, 2 wildcards
 
-        Req s, r;
+        ThreadReq s, r;
         if (mode == 0 &&
             gw_irecv(e, &r.r, ctx, peer, tag, in.data(), n) != GW_OK) {
             fail(round, "gw_irecv refused");
