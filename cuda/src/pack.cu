@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gpuwire/cuda/pack.h"
-#include "why.hpp"
+#include "gpuwire/cuda/why.hpp"
 
 namespace gpuwire::cuda::pack {
 namespace {

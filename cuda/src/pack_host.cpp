@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gpuwire/cuda/device_buffer.hpp"
-#include "why.hpp"
+#include "gpuwire/cuda/why.hpp"
 #include "gpuwire/cuda/pack.h"
 #include "internal.hpp"
 

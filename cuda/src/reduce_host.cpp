@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "gpuwire/cuda/reduce.h"
-#include "why.hpp"
+#include "gpuwire/cuda/why.hpp"
 #include "reduce_functors.hpp"
 
 namespace gpuwire::cuda::reduce {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -20,22 +19,13 @@
 #include "gpuwire/cuda/pinned_pool.hpp"
 #include "gpuwire/cuda/reduce.h"
 #include "gpuwire/cuda/stream.hpp"
+#include "gpuwire/cuda/why.hpp"
 
 namespace cu = gpuwire::cuda;
 
 namespace {
 
-int fail(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+using gpuwire::cuda::detail::fail;
 
 int fail_status(char *why, size_t why_len, const char *what, const cu::Status &s)
 {

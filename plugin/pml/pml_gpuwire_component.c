@@ -9,6 +9,118 @@
 #include "gpuwire_preflight.h"
 #include "opal/mca/base/mca_base_var.h"
 
+/* Every MCA parameter of pml gpuwire (ranges: component_open). */
+static const struct {
+    const char *name;
+    const char *help;
+    mca_base_var_type_t type;
+    mca_base_var_info_lvl_t level;
+    mca_base_var_scope_t scope;
+    void *storage;
+} params[] = {
+    {"priority",
+     "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); --mca pml gpuwire selects it "
+     "whatever the priority",
+     MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.priority},
+    {"verbose",
+     "Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint",
+     MCA_BASE_VAR_TYPE_INT, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+     &mca_pml_gpuwire_params.verbose},
+    {"rndv_threshold",
+     "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
+     "decide (UCX_RNDV_THRESH)",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.rndv_threshold},
+    {"err_handling",
+     "Detect failed peers (UCX peer error handling): a dead peer becomes an MPI error "
+     "instead of a hang, at a small cost per message",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.err_handling},
+    {"stats",
+     "At finalize, print one table (from process 0) of every process's messages and bytes, "
+     "messages by path and cache hits and misses; 0: nothing is collected",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.stats},
+    {"device",
+     "Accept GPU buffers (CUDA) when a GPU and its driver are present",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.device},
+    {"ipc",
+     "Move device buffers between processes of one node with CUDA IPC (over NVLink where "
+     "present); off: staged through host memory",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.ipc},
+    {"device_sync",
+     "Before another process reads a device buffer through CUDA IPC, wait for work this "
+     "process queued on the legacy default stream (makes cudaMemcpy followed by MPI_Send "
+     "safe; about 1-2 us per message); 0 when the application synchronizes itself",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.device_sync},
+    {"ipc_threshold",
+     "Device messages of at least this many bytes use CUDA IPC",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.ipc_threshold},
+    {"ipc_sync_max",
+     "CUDA IPC copies up to this many bytes are waited for at once (lowest latency); larger "
+     "ones complete in the background so several overlap",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.ipc_sync_max},
+    {"ipc_cache_entries",
+     "Peer GPU allocations kept mapped per process (LRU)",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.ipc_cache_entries},
+    {"ipc_cache_bytes",
+     "Bytes of peer GPU allocations kept mapped per process (LRU)",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.ipc_cache_bytes},
+    {"chunk_bytes",
+     "Chunk size of chunked transfers: device memory staged through pinned host memory (no "
+     "CUDA IPC, no CUDA-capable UCX) and paced sends; the same on every process",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.chunk_bytes},
+    {"pace_mbps",
+     "Pacing toward other nodes: 0 off; else host messages of at least "
+     "pml_gpuwire_pace_min_bytes to a process on another node go in chunks admitted at this "
+     "rate (Mb/s), lowered by DCQCN on congestion notifications",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.pace_mbps},
+    {"pace_min_bytes",
+     "Host messages paced from this size (pml_gpuwire_pace_mbps)",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.pace_min_bytes},
+    {"recv_window_bytes",
+     "Receiver-driven admission: bytes of chunks (chunked transfers) this process has "
+     "posted at once, over all senders; chunks move only once posted, so this bounds the "
+     "bytes in flight toward it; 0: no bound",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.recv_window_bytes},
+    {"staged_chunked",
+     "Device memory without CUDA IPC (and without a CUDA-capable UCX): 1 sends it as a "
+     "chunked transfer through pinned slots, device copies overlapping the wire; 0 (the "
+     "default) copies it whole into a pinned bounce buffer and sends one message, the faster "
+     "of the two measured on one node",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.staged_chunked},
+    {"pace_auto",
+     "With pml_gpuwire_pace_mbps 0: pace toward other nodes at the rate of the first active "
+     "RoCE port found (none: no pacing); its rp_cnp_handled counter feeds DCQCN either way",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.pace_auto},
+    {"pace_poll_us",
+     "Microseconds between reads of the RoCE port's CNP counter",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.pace_poll_us},
+    {"pinned_bounce_bytes",
+     "Pinned host memory kept for device messages staged whole through host memory (a "
+     "receive into GPU memory lands in one pinned buffer, a staged send is copied out into "
+     "one): buffers of power-of-two sizes from 64 KiB are lent per message and kept for "
+     "reuse, at most this many bytes in all; a message the bound cannot serve goes through "
+     "pageable memory; 0: none",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.pinned_bounce_bytes},
+};
+
 static int component_register(void);
 static int component_open(void);
 static int component_close(void);
@@ -64,118 +176,11 @@ static int component_register(void)
     }
 
     mca_base_component_t *c = &mca_pml_gpuwire_component.pmlm_version;
-    (void)mca_base_component_var_register(
-        c, "priority", "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); "
-                       "--mca pml gpuwire selects it whatever the priority",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.priority);
-    (void)mca_base_component_var_register(
-        c, "verbose", "Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
-        &mca_pml_gpuwire_params.verbose);
-    (void)mca_base_component_var_register(
-        c, "rndv_threshold",
-        "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
-        "decide (UCX_RNDV_THRESH)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.rndv_threshold);
-    (void)mca_base_component_var_register(
-        c, "err_handling",
-        "Detect failed peers (UCX peer error handling): a dead peer becomes an MPI error "
-        "instead of a hang, at a small cost per message",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.err_handling);
-    (void)mca_base_component_var_register(
-        c, "stats",
-        "At finalize, print one table (from process 0) of every process's messages and bytes, "
-        "messages by path and cache hits and misses; 0: nothing is collected",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.stats);
-    (void)mca_base_component_var_register(
-        c, "device", "Accept GPU buffers (CUDA) when a GPU and its driver are present",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.device);
-    (void)mca_base_component_var_register(
-        c, "ipc", "Move device buffers between processes of one node with CUDA IPC "
-                  "(over NVLink where present); off: staged through host memory",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.ipc);
-    (void)mca_base_component_var_register(
-        c, "device_sync",
-        "Before another process reads a device buffer through CUDA IPC, wait for work this "
-        "process queued on the legacy default stream (makes cudaMemcpy followed by MPI_Send "
-        "safe; about 1-2 us per message); 0 when the application synchronizes itself",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.device_sync);
-    (void)mca_base_component_var_register(
-        c, "ipc_threshold", "Device messages of at least this many bytes use CUDA IPC",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.ipc_threshold);
-    (void)mca_base_component_var_register(
-        c, "ipc_sync_max",
-        "CUDA IPC copies up to this many bytes are waited for at once (lowest latency); "
-        "larger ones complete in the background so several overlap",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.ipc_sync_max);
-    (void)mca_base_component_var_register(
-        c, "ipc_cache_entries", "Peer GPU allocations kept mapped per process (LRU)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.ipc_cache_entries);
-    (void)mca_base_component_var_register(
-        c, "ipc_cache_bytes", "Bytes of peer GPU allocations kept mapped per process (LRU)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.ipc_cache_bytes);
-    (void)mca_base_component_var_register(
-        c, "chunk_bytes",
-        "Chunk size of chunked transfers: device memory staged through pinned host memory "
-        "(no CUDA IPC, no CUDA-capable UCX) and paced sends; the same on every process",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.chunk_bytes);
-    (void)mca_base_component_var_register(
-        c, "pace_mbps",
-        "Pacing toward other nodes: 0 off; else host messages of at least "
-        "pml_gpuwire_pace_min_bytes to a process on another node go in chunks admitted at "
-        "this rate (Mb/s), lowered by DCQCN on congestion notifications",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.pace_mbps);
-    (void)mca_base_component_var_register(
-        c, "pace_min_bytes", "Host messages paced from this size (pml_gpuwire_pace_mbps)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.pace_min_bytes);
-    (void)mca_base_component_var_register(
-        c, "recv_window_bytes",
-        "Receiver-driven admission: bytes of chunks (chunked transfers) this process has "
-        "posted at once, over all senders; chunks move only once posted, so this bounds the "
-        "bytes in flight toward it; 0: no bound",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.recv_window_bytes);
-    (void)mca_base_component_var_register(
-        c, "staged_chunked",
-        "Device memory without CUDA IPC (and without a CUDA-capable UCX): 1 sends it as a "
-        "chunked transfer through pinned slots, device copies overlapping the wire; 0 copies "
-        "it whole into host memory and sends one message (the default until the chunked form "
-        "has run on a GPU machine)",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.staged_chunked);
-    (void)mca_base_component_var_register(
-        c, "pace_auto",
-        "With pml_gpuwire_pace_mbps 0: pace toward other nodes at the rate of the first active "
-        "RoCE port found (none: no pacing); its rp_cnp_handled counter feeds DCQCN either way",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.pace_auto);
-    (void)mca_base_component_var_register(
-        c, "pace_poll_us", "Microseconds between reads of the RoCE port's CNP counter",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.pace_poll_us);
-    (void)mca_base_component_var_register(
-        c, "pinned_bounce_bytes",
-        "Pinned host memory kept for device messages staged whole through host memory (a "
-        "receive into GPU memory lands in one pinned buffer, a staged send is copied out into "
-        "one): buffers of power-of-two sizes from 64 KiB are lent per message and kept for "
-        "reuse, at most this many bytes in all; a message the bound cannot serve goes "
-        "through pageable memory; 0: none",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_pml_gpuwire_params.pinned_bounce_bytes);
+    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); ++i) {
+        (void)mca_base_component_var_register(c, params[i].name, params[i].help, params[i].type,
+                                              NULL, 0, 0, params[i].level, params[i].scope,
+                                              params[i].storage);
+    }
     mca_pml_gpuwire_register_pvars(c);
     return OMPI_SUCCESS;
 }

@@ -1,5 +1,6 @@
 #include "pml_gpuwire_devdt.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,35 +82,35 @@ int pml_gw_devdt_blocks(ompi_datatype_t *dtype, size_t count, const void *buf, s
     return OMPI_SUCCESS;
 }
 
-int pml_gw_devdt_pack(ompi_datatype_t *dtype, size_t count, const void *buf, int device,
-                      void *packed, char *why, size_t why_len)
+/* The kernel of either direction over the blocks of count elements at buf
+ * (the first len packed bytes of them). */
+static int devdt_run(ompi_datatype_t *dtype, size_t count, void *buf, int device, void *packed,
+                     size_t len, bool unpack, char *why, size_t why_len)
 {
     gw_block_t *blocks;
     size_t n;
-    int rc = pml_gw_devdt_blocks(dtype, count, buf, SIZE_MAX, &blocks, &n);
+    int rc = pml_gw_devdt_blocks(dtype, count, buf, len, &blocks, &n);
     if (OMPI_SUCCESS != rc) {
-        snprintf(why, why_len, "describing datatype %s for the GPU pack failed (%d); "
-                 "out of host memory?", dtype->name, rc);
+        snprintf(why, why_len, "describing datatype %s for the GPU %s failed (%d); "
+                 "out of host memory?", dtype->name, unpack ? "unpack" : "pack", rc);
         return rc;
     }
-    if (0 != gw_dev_pack(packed, buf, blocks, n, device, why, why_len)) rc = OMPI_ERROR;
+    int failed = unpack ? gw_dev_unpack(buf, packed, blocks, n, device, why, why_len)
+                        : gw_dev_pack(packed, buf, blocks, n, device, why, why_len);
+    if (0 != failed) rc = OMPI_ERROR;
     free(blocks);
     return rc;
+}
+
+int pml_gw_devdt_pack(ompi_datatype_t *dtype, size_t count, const void *buf, int device,
+                      void *packed, char *why, size_t why_len)
+{
+    return devdt_run(dtype, count, (void *)buf, device, packed, SIZE_MAX, false, why, why_len);
 }
 
 int pml_gw_devdt_unpack(ompi_datatype_t *dtype, size_t count, void *buf, int device,
                         const void *packed, size_t len, char *why, size_t why_len)
 {
-    gw_block_t *blocks;
-    size_t n;
     if (0 == len) return OMPI_SUCCESS;
-    int rc = pml_gw_devdt_blocks(dtype, count, buf, len, &blocks, &n);
-    if (OMPI_SUCCESS != rc) {
-        snprintf(why, why_len, "describing datatype %s for the GPU unpack failed (%d); "
-                 "out of host memory?", dtype->name, rc);
-        return rc;
-    }
-    if (0 != gw_dev_unpack(buf, packed, blocks, n, device, why, why_len)) rc = OMPI_ERROR;
-    free(blocks);
-    return rc;
+    return devdt_run(dtype, count, buf, device, (void *)packed, len, true, why, why_len);
 }

@@ -1,5 +1,6 @@
-// The one-line reason the cuda module's C functions write into the caller's
-// `why` buffer; returns -1 so a caller can `return fail(...)`.
+// The one-line reason written into a caller's `why` buffer by the C functions
+// of the cuda module and of the coll component's device part; returns -1 so
+// a caller can `return fail(...)`.
 #pragma once
 
 #include <cstdarg>
