@@ -118,6 +118,12 @@ if [ -x "$OSU/osu_latency" ]; then
     } >>"$SUM"
 fi
 
+# Collectives on device buffers beside NCCL (two GPUs or more).
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && [ -x "$ROOT/ci/gpu_coll_bench.sh" ]; then
+    GPU_COLL_LOG=$OUT/osu.txt "$ROOT/ci/gpu_coll_bench.sh" "$BUILD" "$OUT" "${GPU_COLL_MAX:-268435456}" >/tmp/coll_table.txt 2>&1
+    echo "--- collectives on device buffers, gpuwire vs NCCL"; cat /tmp/coll_table.txt
+    { echo; cat /tmp/coll_table.txt; } >>"$SUM"
+fi
 GWB=$(find "$BUILD" -name gwbench -type f -executable | head -1)
 if [ -n "$GWB" ] && [ "$QUICK" != 1 ]; then
     $GW "$GWB" --device >"$OUT/gwbench_device.txt" 2>&1

@@ -42,6 +42,9 @@ typedef struct {
     int reduce_algorithm; /* GW_REDUCE_ALGO_* */
     size_t reduce_segment_bytes; /* bytes per message of the device reductions */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
+    bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
+    size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
+    int nvlink_timeout;   /* seconds a kernel waits for its peers */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;
@@ -51,6 +54,7 @@ typedef struct {
     unsigned long long staged_calls;
     unsigned long long staged_bytes;
     unsigned long long device_calls;
+    unsigned long long nvlink_calls;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
      * complete (freed ones included). */
@@ -136,6 +140,11 @@ typedef struct {
      * module's collective has not started yet, oldest first; they start in
      * this order (coll_gpuwire_staged.c, under its lock). */
     struct gw_coll_request *nb_first, *nb_last;
+
+    /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
+     * at the first call that could use it; -1 when it cannot be. */
+    int nvl_state;
+    struct gw_coll_team *nvl_team;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

@@ -30,6 +30,9 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .staging_bytes = (size_t)256 << 20,
     .reduce_algorithm = GW_REDUCE_ALGO_AUTO,
     .reduce_segment_bytes = (size_t)4 << 20,
+    .nvlink = true,
+    .nvlink_oneshot_bytes = (size_t)1 << 20,
+    .nvlink_timeout = 20,
     .output = -1,
 };
 
@@ -129,6 +132,29 @@ static int component_register(void)
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.reduce_segment_bytes);
 
+    (void)mca_base_component_var_register(
+        c, "nvlink",
+        "Allreduce, Bcast and Allgather on device buffers by kernels that read and write the "
+        "other GPUs directly (CUDA IPC over NVLink), when every rank of the communicator is on "
+        "this node with a GPU of its own; blocking forms, predefined ops and types (no "
+        "MINLOC/MAXLOC), contiguous buffers. 0: the algorithms over point-to-point",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.nvlink);
+    (void)mca_base_component_var_register(
+        c, "nvlink_oneshot_bytes",
+        "Largest NVLink collective (bytes per rank) that goes through each rank's workspace "
+        "(one kernel, one GPU-side barrier, no host exchange); larger ones read and write the "
+        "application's buffers directly after a host exchange of their IPC handles. Each "
+        "communicator using NVLink holds twice this in device memory per rank",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.nvlink_oneshot_bytes);
+    (void)mca_base_component_var_register(
+        c, "nvlink_timeout",
+        "Seconds an NVLink collective's kernel waits for the other ranks before it gives up "
+        "and the call fails (a rank died or called another collective)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.nvlink_timeout);
+
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",
                      &mca_coll_gpuwire.passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
@@ -140,6 +166,9 @@ static int component_register(void)
     register_counter("device_calls",
                      "Reductions on device buffers run on the GPU (coll_gpuwire_reduce_algorithm)",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("nvlink_calls",
+                     "Collectives on device buffers run by the NVLink kernels",
+                     &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",
                      "Non-blocking collectives whose previous module's collective started after "
                      "their initiation returned, from MPI's progress: copies to host staging, or "
@@ -168,6 +197,10 @@ static int component_open(void)
          GW_PARAM_MAX_MESSAGE, NULL},
         {GW_COLL_PARAM("reduce_segment_bytes"), GW_PARAM_SIZE,
          &mca_coll_gpuwire.reduce_segment_bytes, 1, (int64_t)1 << 30, NULL},
+        {GW_COLL_PARAM("nvlink_oneshot_bytes"), GW_PARAM_SIZE,
+         &mca_coll_gpuwire.nvlink_oneshot_bytes, 256, (int64_t)1 << 30, NULL},
+        {GW_COLL_PARAM("nvlink_timeout"), GW_PARAM_INT, &mca_coll_gpuwire.nvlink_timeout, 1,
+         86400, NULL},
     };
 #undef GW_COLL_PARAM
     if (gw_params_check("coll:" GW_COLL_COMPONENT_NAME, ranges,

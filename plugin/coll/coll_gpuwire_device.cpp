@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "gpuwire/cuda/copy.hpp"
 #include "gpuwire/cuda/device_buffer.hpp"
 #include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/ipc_exporter.hpp"
+#include "gpuwire/cuda/ipc_mapping_cache.hpp"
+#include "gpuwire/cuda/nvlink_team.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
 #include "gpuwire/cuda/pinned_pool.hpp"
 #include "gpuwire/cuda/reduce.h"
@@ -215,6 +219,10 @@ struct DeviceState {
     cu::StreamPool streams;
     StagingCache staging;
     ScratchCache scratch;
+    // The direct NVLink calls: this rank's exports and its mappings of the
+    // peers' buffers (under mu).
+    cu::IpcExporter exporter{driver};
+    cu::IpcMappingCache mappings{driver};
 };
 
 std::unique_ptr<DeviceState> g_state;
@@ -235,6 +243,17 @@ int stream_of(int gpu, cu::TrackedStream **out, char *why, size_t why_len)
 }
 
 } // namespace
+
+struct gw_coll_team {
+    std::unique_ptr<cu::NvlTeam> team;
+    std::vector<uint32_t> peer_ids;
+    std::vector<cu::IpcMapping> leases; // the direct call's peer buffers
+    const void *peer_in[GW_NVL_MAX_RANKS] = {};
+    void *peer_out[GW_NVL_MAX_RANKS] = {};
+};
+
+static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
+static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
 
 extern "C" {
 
@@ -388,6 +407,152 @@ void gw_coll_device_stats(gw_coll_device_stats_t *out)
     out->pinned_lent = g_state->staging.lent();
     out->plain_allocs = g_state->staging.plain();
     out->unmap_hooked = g_state->unmap_hooked;
+}
+
+int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
+                      gw_coll_team_t **out, void *desc, char *why, size_t why_len)
+{
+    *out = nullptr;
+    const cu::NvlTeamDesc none = cu::unusable_nvl_team_desc();
+    std::memcpy(desc, &none, sizeof(none));
+    const uint64_t timeout_ns = static_cast<uint64_t>(timeout_s * 1e9);
+    auto t = cu::NvlTeam::open(g_state->driver, gpu, rank, nranks, slot_bytes, timeout_ns);
+    if (!t) return fail_status(why, why_len, "NVLink team", t.status());
+    auto team = std::make_unique<gw_coll_team>();
+    team->team = std::move(*t);
+    std::memcpy(desc, &team->team->desc(), sizeof(cu::NvlTeamDesc));
+    *out = team.release();
+    return 0;
+}
+
+int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
+                         char *why, size_t why_len)
+{
+    const int n = t->team->nranks();
+    std::vector<cu::NvlTeamDesc> all(n);
+    for (int r = 0; r < n; ++r) {
+        cu::Status s = cu::decode_nvl_team_desc(
+            static_cast<const char *>(descs) + r * sizeof(cu::NvlTeamDesc),
+            sizeof(cu::NvlTeamDesc), &all[r]);
+        if (!s) return fail(why, why_len, "NVLink team: rank %d: %s", r, s.message().c_str());
+    }
+    t->peer_ids.assign(peer_ids, peer_ids + n);
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    cu::Status s = t->team->connect(all.data(), all.size());
+    return s ? 0 : fail_status(why, why_len, "NVLink team", s);
+}
+
+void gw_coll_team_close(gw_coll_team_t *t)
+{
+    if (!t) return;
+    gw_coll_team_unmap(t);
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    delete t;
+}
+
+int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->team->device(); }
+size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { return t->team->slot_bytes(); }
+
+int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len)
+{
+    cu::IpcBlob blob{}; // all zero: no peer accepts it
+    int rc = 0;
+    cu::MemoryInfo info;
+    cu::Status s = g_state->classifier.classify(ptr, len, info);
+    if (s) {
+        std::lock_guard<std::mutex> lock(g_state->mu);
+        s = g_state->exporter.export_range(info, ptr, len, &blob);
+    }
+    if (!s) {
+        blob = cu::IpcBlob{};
+        rc = fail_status(why, why_len, "exporting a buffer for NVLink", s);
+    }
+    std::memcpy(desc, &blob, sizeof(blob));
+    return rc;
+}
+
+static gw_nvl_coll_t nvl_coll(int coll)
+{
+    switch (coll) {
+    case GW_COLL_TEAM_BCAST: return GW_NVL_BCAST;
+    case GW_COLL_TEAM_ALLGATHER: return GW_NVL_ALLGATHER;
+    default: return GW_NVL_ALLREDUCE;
+    }
+}
+
+bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
+{
+    gw_nvl_call_t call{};
+    call.coll = nvl_coll(c->coll);
+    call.bytes = c->bytes;
+    return gw_nvl_fits_slot(&t->team->params(), &call);
+}
+
+bool gw_coll_team_reduce_supported(int op, int type) { return gw_nvl_reduce_supported(op, type); }
+
+int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
+                     size_t why_len)
+{
+    gw_coll_team_unmap(t);
+    const int n = t->team->nranks(), me = t->team->rank();
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    for (int k = 0; k < 2; ++k) {
+        const void *descs = k == 0 ? in_descs : out_descs;
+        if (!descs) continue;
+        for (int r = 0; r < n; ++r) {
+            if (r == me) continue;
+            cu::IpcBlob blob;
+            cu::Status s = cu::decode_ipc_blob(static_cast<const char *>(descs) + r * sizeof(blob),
+                                               sizeof(blob), &blob);
+            if (!s) {
+                t->leases.clear();
+                return fail(why, why_len, "rank %d's buffer cannot be mapped: %s", r,
+                            s.message().c_str());
+            }
+            auto m = g_state->mappings.acquire(t->peer_ids[r], blob, t->team->device());
+            if (!m) {
+                t->leases.clear();
+                return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+            }
+            if (k == 0) {
+                t->peer_in[r] = m->ptr();
+            } else {
+                t->peer_out[r] = m->ptr();
+            }
+            t->leases.push_back(std::move(*m));
+        }
+    }
+    return 0;
+}
+
+void gw_coll_team_unmap(gw_coll_team_t *t)
+{
+    if (t->leases.empty()) return;
+    std::lock_guard<std::mutex> lock(g_state->mu);
+    t->leases.clear();
+}
+
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+{
+    gw_nvl_call_t call{};
+    call.coll = nvl_coll(c->coll);
+    call.op = c->op;
+    call.type = c->type;
+    call.in = c->in;
+    call.out = c->out;
+    call.bytes = c->bytes;
+    call.root = c->root;
+    call.direct = c->direct;
+    if (c->direct) {
+        const int me = t->team->rank();
+        for (int r = 0; r < t->team->nranks(); ++r) {
+            call.peer_in[r] = r == me ? c->in : t->peer_in[r];
+            call.peer_out[r] = r == me ? c->out : t->peer_out[r];
+        }
+    }
+    cu::Status s = t->team->run(call);
+    gw_coll_team_unmap(t);
+    return s ? 0 : fail_status(why, why_len, "NVLink collective", s);
 }
 
 } // extern "C"

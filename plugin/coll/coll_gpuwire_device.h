@@ -97,6 +97,59 @@ bool gw_coll_reduce_supported(int op, int type);
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
                          int gpu, uint64_t *ticket, char *why, size_t why_len);
 
+
+/* ------------------------------------------------------------------------
+ * NVLink teams: kernels that read and write the other GPUs of the node
+ * (gpuwire/cuda/nvlink_coll.h). One team per communicator, every rank on a
+ * GPU of its own. open and connect are collective: each rank's description
+ * (GW_COLL_TEAM_DESC_BYTES) goes to every rank between them.
+ * ------------------------------------------------------------------------ */
+#define GW_COLL_TEAM_DESC_BYTES 112
+#define GW_COLL_BUF_DESC_BYTES 136
+
+typedef struct gw_coll_team gw_coll_team_t;
+
+/* On failure *out is NULL and desc still holds a description (one that
+ * tells the peers this rank cannot take part), so the exchange goes on. */
+int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
+                      gw_coll_team_t **out, void *desc, char *why, size_t why_len);
+/* descs: every rank's description in rank order; peer_ids: a process-unique
+ * id per rank (keys of the IPC mapping cache). */
+int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
+                         char *why, size_t why_len);
+void gw_coll_team_close(gw_coll_team_t *t);
+int gw_coll_team_gpu(const gw_coll_team_t *t);
+size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t);
+
+/* Describes [ptr, ptr + len) of this rank's device memory for the peers of
+ * a direct call. Memory that CUDA IPC cannot export (stream-ordered pools,
+ * VMM, managed) gets a description every peer refuses, and -1. */
+int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len);
+
+enum { GW_COLL_TEAM_ALLREDUCE, GW_COLL_TEAM_BCAST, GW_COLL_TEAM_ALLGATHER };
+
+typedef struct {
+    int coll;        /* GW_COLL_TEAM_* */
+    int op, type;    /* allreduce: ids of gpuwire/cuda/reduce.h */
+    const void *in;  /* allreduce, allgather */
+    void *out;       /* bcast: the buffer */
+    size_t bytes;    /* allreduce: all; bcast: all; allgather: per rank */
+    int root;
+    bool direct;     /* through the application's buffers: team_map first */
+} gw_coll_team_call_t;
+
+/* Whether the one-shot form holds the call; whether allreduce has a kernel. */
+bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c);
+bool gw_coll_team_reduce_supported(int op, int type);
+/* Direct form: maps every peer's buffers (in_descs / out_descs: one
+ * description per rank in rank order, or NULL when the call needs none); the
+ * mappings are held until team_run or team_unmap. */
+int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
+                     size_t why_len);
+void gw_coll_team_unmap(gw_coll_team_t *t);
+/* Runs the call and waits for it; releases the mappings of team_map. */
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif

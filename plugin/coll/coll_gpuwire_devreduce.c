@@ -129,7 +129,7 @@ static int table_type_of_base(int base)
 /* The table's (op, type) for a call, or false: a user-defined op, a derived
  * datatype, a pair Open MPI itself has no function for (an invalid pair:
  * the host path raises MPI's error), or one the table lacks. */
-static bool table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype)
+bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype)
 {
     if (!ompi_op_is_intrinsic(op) || !ompi_op_is_commute(op)) return false;
     if (!ompi_datatype_is_predefined(dt)) return false;
@@ -534,7 +534,7 @@ static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[
     if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
     if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
     int op, type;
-    return table_ids(a->op, a->dtype, &op, &type);
+    return gw_coll_table_ids(a->op, a->dtype, &op, &type);
 }
 
 /* ------------------------------------------------------------------------
@@ -630,7 +630,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     gw_coll_args_t eff = *a; /* the buffers the ring works on */
     ctx_t c = {.a = &eff, .comm = a->comm, .tag = tag_of(a->id)};
-    if (!table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
+    if (!gw_coll_table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
     c.es = gw_reduce_type_size(c.type);
     c.me = ompi_comm_rank(a->comm);
     c.n = ompi_comm_size(a->comm);

@@ -17,7 +17,8 @@ static const gw_coll_algorithm_t gw_coll_passthrough = {"passthrough", NULL, pas
 /* Algorithms per memory kind, in order of preference; the last one of each
  * list accepts every call. */
 static const gw_coll_algorithm_t *const host_algorithms[] = {&gw_coll_passthrough};
-static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_devreduce,
+static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_nvlink,
+                                                               &gw_coll_devreduce,
                                                                &gw_coll_staged};
 
 static const struct {
@@ -72,18 +73,19 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     int rc = classify(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
 
-    const gw_coll_algorithm_t *algo = NULL;
-    for (size_t i = 0; i < algorithms[kind].n && NULL == algo; ++i) {
-        const gw_coll_algorithm_t *c = algorithms[kind].list[i];
-        if (NULL == c->accepts || c->accepts(a, r)) algo = c;
+    if (GW_MEM_HOST == kind) count(&mca_coll_gpuwire.passthrough_calls);
+    /* The last algorithm of each list accepts every call and never declines. */
+    for (size_t i = 0; i < algorithms[kind].n; ++i) {
+        const gw_coll_algorithm_t *algo = algorithms[kind].list[i];
+        if (NULL != algo->accepts && !algo->accepts(a, r)) continue;
+        if (GW_MEM_DEVICE == kind) {
+            COLL_GPUWIRE_VERBOSE(20, "%s%s on device memory: %s (%zu + %zu bytes)",
+                                 a->nonblocking ? "i" : "", gw_coll_name(a->id), algo->name,
+                                 gw_region_bytes(&r[GW_REGION_SEND]),
+                                 gw_region_bytes(&r[GW_REGION_RECV]));
+        }
+        rc = algo->run(m, a, r, request);
+        if (GW_COLL_DECLINED != rc) return rc;
     }
-    if (GW_MEM_HOST == kind) {
-        count(&mca_coll_gpuwire.passthrough_calls);
-    } else {
-        COLL_GPUWIRE_VERBOSE(20, "%s%s on device memory: %s (%zu + %zu bytes)",
-                             a->nonblocking ? "i" : "", gw_coll_name(a->id), algo->name,
-                             gw_region_bytes(&r[GW_REGION_SEND]),
-                             gw_region_bytes(&r[GW_REGION_RECV]));
-    }
-    return algo->run(m, a, r, request);
+    return OMPI_ERR_NOT_SUPPORTED;
 }

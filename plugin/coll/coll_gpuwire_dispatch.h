@@ -107,6 +107,11 @@ typedef struct {
                gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
 } gw_coll_algorithm_t;
 
+/* What an algorithm's run() returns when it found, in agreement with every
+ * other rank of the call, that it cannot run it: the dispatch goes on to the
+ * next algorithm that accepts the call. */
+#define GW_COLL_DECLINED 1
+
 /* Runs one call: classifies, picks the algorithm, runs it. request is NULL
  * for the blocking forms. */
 int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -127,6 +132,15 @@ int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
 
 /* The staged algorithm (coll_gpuwire_staged.c). */
 extern const gw_coll_algorithm_t gw_coll_staged;
+/* The table's (op, type) ids (gpuwire/cuda/reduce.h) of a reduction on a
+ * predefined op and datatype whose elements are moved whole, or false: the
+ * same answer on every rank of a call (coll_gpuwire_devreduce.c). */
+bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype);
+
+/* Kernels over NVLink (coll_gpuwire_nvlink.c). */
+extern const gw_coll_algorithm_t gw_coll_nvlink;
+/* Releases the communicator's NVLink team (module destructor). */
+void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
 /* Reductions kept on the GPU (coll_gpuwire_devreduce.c). */
 extern const gw_coll_algorithm_t gw_coll_devreduce;
 

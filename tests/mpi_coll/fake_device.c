@@ -330,3 +330,82 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
 }
 
 void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*out)); }
+
+/* NVLink teams: the simulated GPU has no peer GPU to map. With
+ * GW_FAKE_NVLINK_PARTIAL set, even ranks open a team and odd ranks do not,
+ * so that the ranks must agree to decline (the communicator's calls then go
+ * to the algorithms over point-to-point on every rank). */
+struct gw_coll_team {
+    int gpu;
+};
+
+int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
+                      gw_coll_team_t **out, void *desc, char *why, size_t why_len)
+{
+    (void)nranks;
+    (void)slot_bytes;
+    (void)timeout_s;
+    memset(desc, 0, GW_COLL_TEAM_DESC_BYTES);
+    *out = NULL;
+    if (NULL != getenv("GW_FAKE_NVLINK_PARTIAL") && rank % 2 == 0) {
+        *out = calloc(1, sizeof(**out));
+        if (NULL == *out) return -1;
+        (*out)->gpu = gpu;
+        return 0;
+    }
+    snprintf(why, why_len, "the simulated GPU has no NVLink peers");
+    return -1;
+}
+
+int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
+                         char *why, size_t why_len)
+{
+    (void)t;
+    (void)descs;
+    (void)peer_ids;
+    (void)why;
+    (void)why_len;
+    return 0;
+}
+
+void gw_coll_team_close(gw_coll_team_t *t) { free(t); }
+int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->gpu; }
+size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { (void)t; return 0; }
+
+int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len)
+{
+    (void)ptr;
+    (void)len;
+    memset(desc, 0, GW_COLL_BUF_DESC_BYTES);
+    snprintf(why, why_len, "the simulated GPU exports nothing");
+    return -1;
+}
+
+bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
+{
+    (void)t;
+    (void)c;
+    return false;
+}
+
+bool gw_coll_team_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
+
+int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
+                     size_t why_len)
+{
+    (void)t;
+    (void)in_descs;
+    (void)out_descs;
+    snprintf(why, why_len, "the simulated GPU maps nothing");
+    return -1;
+}
+
+void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
+
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+{
+    (void)t;
+    (void)c;
+    snprintf(why, why_len, "the simulated GPU runs no NVLink kernel");
+    return -1;
+}

@@ -1,0 +1,205 @@
+#include "gpuwire/cuda/nvlink_team.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include "internal.hpp"
+
+extern "C" size_t gw_nvl_flags_bytes(void) {
+  return sizeof(uint64_t) * GW_NVL_MAX_BLOCKS * GW_NVL_MAX_RANKS;
+}
+
+extern "C" int gw_nvl_barriers(const gw_nvl_call_t* call) { return call->direct ? 2 : 1; }
+
+// One-shot: every rank's slot holds what that rank contributes (allgather:
+// its block; bcast: the root's buffer; allreduce: its input).
+extern "C" bool gw_nvl_fits_slot(const gw_nvl_team_t* team, const gw_nvl_call_t* call) {
+  return call->bytes <= team->slot_bytes;
+}
+
+#if !GPUWIRE_HAVE_CUDA
+extern "C" bool gw_nvl_reduce_supported(int, int) { return false; }
+extern "C" int gw_nvl_launch(const gw_nvl_team_t*, const gw_nvl_call_t*, void*, char* why,
+                             size_t why_len) {
+  if (why && why_len) snprintf(why, why_len, "gpuwire built without CUDA");
+  return -1;
+}
+#endif
+
+namespace gpuwire::cuda {
+
+namespace {
+constexpr uint16_t kNvlTeamVersion = 1;
+}
+
+NvlTeamDesc unusable_nvl_team_desc() {
+  NvlTeamDesc d{};
+  d.magic = kNvlTeamMagic;
+  d.version = kNvlTeamVersion;
+  d.ok = 0;
+  d.device = -1;
+  return d;
+}
+
+Status decode_nvl_team_desc(const void* data, size_t size, NvlTeamDesc* out) {
+  if (data == nullptr || size != sizeof(NvlTeamDesc)) {
+    return Status::error(Errc::invalid_argument, "NVLink team description: wrong size");
+  }
+  NvlTeamDesc d;
+  std::memcpy(&d, data, sizeof(d));
+  if (d.magic != kNvlTeamMagic || d.version != kNvlTeamVersion || d.reserved != 0 || d.ok > 1) {
+    return Status::error(Errc::invalid_argument, "NVLink team description: bad header");
+  }
+  if (d.ok == 1) {
+    const uint64_t flags = gw_nvl_flags_bytes();
+    if (d.slot_bytes == 0 || d.slot_bytes > (uint64_t{1} << 40) ||
+        d.workspace_bytes < flags + 2 * d.slot_bytes) {
+      return Status::error(Errc::invalid_argument, "NVLink team description: bad workspace size");
+    }
+  }
+  *out = d;
+  return Status{};
+}
+
+#if GPUWIRE_HAVE_CUDA
+
+Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi& driver, int device, int rank,
+                                               int nranks, size_t slot_bytes,
+                                               uint64_t timeout_ns) {
+  if (nranks < 1 || nranks > GW_NVL_MAX_RANKS || rank < 0 || rank >= nranks || slot_bytes == 0 ||
+      slot_bytes % 256 != 0) {
+    return Status::error(Errc::invalid_argument, "NvlTeam::open: ranks or slot size out of range");
+  }
+  std::unique_ptr<NvlTeam> t(new NvlTeam(driver, device));
+  DeviceGuard guard(device);
+  if (!guard.status()) return guard.status();
+  const size_t flags = gw_nvl_flags_bytes();
+  const size_t bytes = flags + 2 * slot_bytes;
+  Status s = rt_check(cudaMalloc(&t->workspace_, bytes), "cudaMalloc");
+  if (s) s = rt_check(cudaMemset(t->workspace_, 0, flags), "cudaMemset");
+  if (s) s = rt_check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+  void* err = nullptr;
+  if (s) s = rt_check(cudaHostAlloc(&err, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  if (s) {
+    t->error_host_ = static_cast<unsigned*>(err);
+    *t->error_host_ = 0;
+    void* dev = nullptr;
+    s = rt_check(cudaHostGetDevicePointer(&dev, err, 0), "cudaHostGetDevicePointer");
+    t->team_.error = static_cast<unsigned*>(dev);
+  }
+  cudaStream_t stream = nullptr;
+  // Default flags: the stream waits for the legacy default stream.
+  if (s) s = rt_check(cudaStreamCreateWithFlags(&stream, cudaStreamDefault), "cudaStreamCreateWithFlags");
+  t->stream_ = stream;
+  t->desc_ = unusable_nvl_team_desc();
+  if (s) s = driver.ipc_get_handle(reinterpret_cast<uintptr_t>(t->workspace_), device, &t->desc_.workspace);
+  if (s) s = driver.device_uuid(device, t->desc_.uuid);
+  if (!s) return detail::log_status(LogLevel::warn, "NvlTeam", s);
+  t->desc_.ok = 1;
+  t->desc_.device = device;
+  t->desc_.workspace_bytes = bytes;
+  t->desc_.slot_bytes = slot_bytes;
+  t->team_.nranks = nranks;
+  t->team_.rank = rank;
+  t->team_.slot_bytes = slot_bytes;
+  t->team_.timeout_ns = timeout_ns;
+  t->team_.flags[rank] = static_cast<uint64_t*>(t->workspace_);
+  t->team_.slots[rank] = static_cast<char*>(t->workspace_) + flags;
+  return t;
+}
+
+Status NvlTeam::connect(const NvlTeamDesc* all, size_t n) {
+  if (n != static_cast<size_t>(team_.nranks)) {
+    return Status::error(Errc::invalid_argument, "NvlTeam::connect: wrong number of ranks");
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (all[r].ok != 1) return Status::error(Errc::not_supported, "a rank has no NVLink workspace");
+    if (all[r].slot_bytes != team_.slot_bytes) {
+      return Status::error(Errc::invalid_argument, "ranks differ in NVLink slot size");
+    }
+    for (size_t q = 0; q < r; ++q) {
+      if (std::memcmp(all[r].uuid, all[q].uuid, sizeof(all[r].uuid)) == 0) {
+        return Status::error(Errc::not_supported, "two ranks share a GPU");
+      }
+    }
+  }
+  const size_t flags = gw_nvl_flags_bytes();
+  for (size_t r = 0; r < n; ++r) {
+    if (static_cast<int>(r) == team_.rank) continue;
+    uintptr_t p = 0;
+    Status s = driver_.ipc_open(all[r].workspace, device_, &p);
+    if (!s) return s;
+    mapped_.push_back(p);
+    team_.flags[r] = reinterpret_cast<uint64_t*>(p);
+    team_.slots[r] = reinterpret_cast<char*>(p) + flags;
+  }
+  return Status{};
+}
+
+Status NvlTeam::run(gw_nvl_call_t call) {
+  if (broken_) {
+    return Status::error(Errc::not_supported, "NVLink collective: the team timed out earlier");
+  }
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  call.seq = seq_;
+  call.slot = static_cast<int>(calls_ & 1);
+  char why[256];
+  if (gw_nvl_launch(&team_, &call, stream_, why, sizeof(why)) != 0) {
+    detail::log(LogLevel::error, "NvlTeam: %s", why);
+    return Status::error(Errc::invalid_argument, "NVLink collective launch");
+  }
+  seq_ += static_cast<uint64_t>(gw_nvl_barriers(&call));
+  ++calls_;
+  Status s = rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
+                      "cudaStreamSynchronize");
+  if (!s) {
+    broken_ = true;
+    return s;
+  }
+  if (__atomic_load_n(error_host_, __ATOMIC_ACQUIRE) != 0) {
+    broken_ = true;
+    return Status::error(Errc::busy, "NVLink collective: a peer did not arrive in time");
+  }
+  return Status{};
+}
+
+void NvlTeam::release() {
+  DeviceGuard guard(device_);
+  for (uintptr_t p : mapped_) {
+    detail::log_failure(LogLevel::warn, "NvlTeam", driver_.ipc_close(p, device_));
+  }
+  mapped_.clear();
+  if (stream_) {
+    detail::log_failure(LogLevel::warn, "NvlTeam",
+                        rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
+                                 "cudaStreamSynchronize"));
+    detail::log_failure(LogLevel::warn, "NvlTeam",
+                        rt_check(cudaStreamDestroy(static_cast<cudaStream_t>(stream_)),
+                                 "cudaStreamDestroy"));
+  }
+  if (error_host_) {
+    detail::log_failure(LogLevel::warn, "NvlTeam", rt_check(cudaFreeHost(error_host_), "cudaFreeHost"));
+  }
+  if (workspace_) {
+    detail::log_failure(LogLevel::warn, "NvlTeam", rt_check(cudaFree(workspace_), "cudaFree"));
+  }
+  stream_ = nullptr;
+  error_host_ = nullptr;
+  workspace_ = nullptr;
+}
+
+#else  // !GPUWIRE_HAVE_CUDA
+
+Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi&, int, int, int, size_t, uint64_t) {
+  return no_cuda_status();
+}
+Status NvlTeam::connect(const NvlTeamDesc*, size_t) { return no_cuda_status(); }
+Status NvlTeam::run(gw_nvl_call_t) { return no_cuda_status(); }
+void NvlTeam::release() {}
+
+#endif  // GPUWIRE_HAVE_CUDA
+
+NvlTeam::~NvlTeam() { release(); }
+
+}  // namespace gpuwire::cuda

@@ -1,0 +1,187 @@
+/*
+ * Allreduce, Bcast and Allgather on cudaMalloc'd buffers through coll
+ * gpuwire's NVLink kernels: one-shot and direct sizes, in place and not,
+ * every root, repeated calls (the one-shot slots alternate), a communicator
+ * of the odd-even split and a reversed one. Data checked against values
+ * computed on the host. With a GPU per rank the MPI_T counter
+ * coll_gpuwire_nvlink_calls must grow; with ranks sharing a GPU (or
+ * coll_gpuwire_nvlink 0) it must stay 0 and every result must still be right
+ * (the communicator's calls go to the algorithms over point-to-point).
+ *   argv[1]: "expect-nvlink" or "expect-fallback"
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_pvar.h"
+#include "device_test.h"
+#include "mpitest.h"
+
+static const long kCounts[] = {1, 2, 7, 33, 1000, 4099, 65536, 262147, 1 << 22};
+
+/* Element e of rank r's input, as an int64 that every type below holds. */
+static int64_t val(int r, long e, unsigned salt) { return (int64_t)((e * 7 + r * 13 + salt) % 101) - 50; }
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CUDA_OK(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+static void check_allreduce(MPI_Comm comm, long count, int in_place, unsigned salt)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const size_t bytes = (size_t)count * sizeof(int32_t);
+    int32_t *h = malloc(bytes), *want = malloc(bytes);
+    int64_t *dh = malloc((size_t)count * sizeof(int64_t));
+    for (long e = 0; e < count; ++e) {
+        h[e] = (int32_t)val(me, e, salt);
+        int32_t s = 0;
+        for (int r = 0; r < n; ++r) s += (int32_t)val(r, e, salt);
+        want[e] = s;
+    }
+    int32_t *in = dev_alloc(bytes), *out = dev_alloc(bytes);
+    CUDA_OK(cudaMemcpy(in_place ? out : in, h, bytes, cudaMemcpyHostToDevice));
+    MT_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_INT32_T, MPI_SUM,
+                               comm));
+    memset(h, 0, bytes);
+    CUDA_OK(cudaMemcpy(h, out, bytes, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (long e = 0; e < count; ++e) bad += h[e] != want[e];
+    if (bad) {
+        mt_fail(__FILE__, __LINE__, "allreduce SUM int32 count %ld in_place %d: %ld wrong", count,
+                in_place, bad);
+    }
+    /* MAX on doubles, into the same buffers. */
+    double *g = (double *)dh, *gw = malloc((size_t)count * sizeof(double));
+    const size_t dbytes = (size_t)count * sizeof(double);
+    double *din = dev_alloc(dbytes), *dout = dev_alloc(dbytes);
+    for (long e = 0; e < count; ++e) {
+        g[e] = (double)val(me, e, salt + 3) / 4.0;
+        gw[e] = -1e300;
+        for (int r = 0; r < n; ++r) {
+            double v = (double)val(r, e, salt + 3) / 4.0;
+            if (v > gw[e]) gw[e] = v;
+        }
+    }
+    CUDA_OK(cudaMemcpy(din, g, dbytes, cudaMemcpyHostToDevice));
+    MT_CHECK_MPI(MPI_Allreduce(din, dout, (int)count, MPI_DOUBLE, MPI_MAX, comm));
+    CUDA_OK(cudaMemcpy(g, dout, dbytes, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (long e = 0; e < count; ++e) bad += g[e] != gw[e];
+    if (bad) mt_fail(__FILE__, __LINE__, "allreduce MAX double count %ld: %ld wrong", count, bad);
+    CUDA_OK(cudaFree(in));
+    CUDA_OK(cudaFree(out));
+    CUDA_OK(cudaFree(din));
+    CUDA_OK(cudaFree(dout));
+    free(h);
+    free(want);
+    free(dh);
+    free(gw);
+}
+
+static void check_bcast(MPI_Comm comm, long count, int root, unsigned salt)
+{
+    int me;
+    MPI_Comm_rank(comm, &me);
+    const size_t bytes = (size_t)count;
+    unsigned char *h = malloc(bytes);
+    for (long e = 0; e < count; ++e) h[e] = (unsigned char)(me == root ? val(root, e, salt) : 0xee);
+    unsigned char *d = dev_alloc(bytes);
+    CUDA_OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    MT_CHECK_MPI(MPI_Bcast(d, (int)count, MPI_BYTE, root, comm));
+    CUDA_OK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (long e = 0; e < count; ++e) bad += h[e] != (unsigned char)val(root, e, salt);
+    if (bad) mt_fail(__FILE__, __LINE__, "bcast %ld bytes root %d: %ld wrong", count, root, bad);
+    CUDA_OK(cudaFree(d));
+    free(h);
+}
+
+static void check_allgather(MPI_Comm comm, long count, int in_place, unsigned salt)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const size_t bytes = (size_t)count * sizeof(int16_t);
+    int16_t *h = malloc(bytes * n);
+    for (long i = 0; i < count * n; ++i) h[i] = (int16_t)-7;
+    for (long e = 0; e < count; ++e) h[(in_place ? me * count : 0) + e] = (int16_t)val(me, e, salt);
+    int16_t *in = dev_alloc(bytes), *out = dev_alloc(bytes * n);
+    if (in_place) {
+        CUDA_OK(cudaMemcpy(out, h, bytes * n, cudaMemcpyHostToDevice));
+    } else {
+        CUDA_OK(cudaMemcpy(in, h, bytes, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(out, 0x5a, bytes * n));
+    }
+    MT_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : in, (int)count, MPI_SHORT, out,
+                               (int)count, MPI_SHORT, comm));
+    CUDA_OK(cudaMemcpy(h, out, bytes * n, cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (int r = 0; r < n; ++r) {
+        for (long e = 0; e < count; ++e) bad += h[r * count + e] != (int16_t)val(r, e, salt);
+    }
+    if (bad) {
+        mt_fail(__FILE__, __LINE__, "allgather %ld shorts in_place %d: %ld wrong", count, in_place,
+                bad);
+    }
+    CUDA_OK(cudaFree(in));
+    CUDA_OK(cudaFree(out));
+    free(h);
+}
+
+static void run_all(MPI_Comm comm, unsigned salt)
+{
+    int n;
+    MPI_Comm_size(comm, &n);
+    for (size_t i = 0; i < sizeof(kCounts) / sizeof(kCounts[0]); ++i) {
+        const long c = kCounts[i];
+        for (int rep = 0; rep < 3; ++rep) {
+            check_allreduce(comm, c, rep == 1, salt + rep);
+            check_bcast(comm, c, (int)((i + rep) % n), salt + rep);
+            check_allgather(comm, c, rep == 2, salt + rep);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv, MPI_THREAD_SINGLE);
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU");
+    const int expect_nvlink = argc > 1 && strcmp(argv[1], "expect-nvlink") == 0;
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    if (expect_nvlink && ndev < mt_size) return mt_skip("fewer GPUs than ranks");
+
+    int provided;
+    MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    MPI_T_pvar_session session;
+    MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
+    MPI_T_pvar_handle calls = coll_pvar_open(session, "coll_gpuwire_nvlink_calls", MPI_T_PVAR_CLASS_COUNTER);
+    if (calls != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_start(session, calls));
+
+    run_all(MPI_COMM_WORLD, 1);
+    MPI_Comm split, rev;
+    MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &split));
+    MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &rev));
+    run_all(split, 11);
+    run_all(rev, 21);
+    MT_CHECK_MPI(MPI_Comm_free(&split));
+    MT_CHECK_MPI(MPI_Comm_free(&rev));
+
+    const unsigned long long used = coll_pvar_read(session, calls);
+    if (expect_nvlink) {
+        if (used == 0) mt_fail(__FILE__, __LINE__, "no collective ran over NVLink");
+    } else if (used != 0) {
+        mt_fail(__FILE__, __LINE__, "%llu collectives ran over NVLink where none should", used);
+    }
+    if (mt_rank == 0) printf("coll_nvlink: %llu collectives over NVLink on rank 0\n", used);
+    if (calls != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_handle_free(session, &calls));
+    MT_CHECK_MPI(MPI_T_pvar_session_free(&session));
+    MT_CHECK_MPI(MPI_T_finalize());
+    return mt_finish();
+}
