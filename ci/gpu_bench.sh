@@ -25,6 +25,7 @@ if [ -n "$floor_bench" ]; then
 fi
 
 OSU=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/pt2pt/standard
+[ -d "$OSU" ] || OSU=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/pt2pt  # OSU 7.4
 # One log for every OSU run (the GPU machine returns at most 8 files).
 LOG=$OUT/osu.txt
 : >"$LOG"

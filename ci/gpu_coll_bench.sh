@@ -15,8 +15,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OMPI_LIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
 NP=${GPU_COLL_NP:-2}
 MPIRUN="mpirun --allow-run-as-root -np $NP --bind-to none --mca mca_base_component_path $OMPI_LIB:$BUILD/components"
-GW="$MPIRUN --mca pml gpuwire --mca coll gpuwire,tuned,basic,self ${GPU_COLL_EXTRA:-}"
+GW="$MPIRUN --mca pml gpuwire --mca coll gpuwire,tuned,libnbc,basic,self ${GPU_COLL_EXTRA:-}"
 COLL=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/collective/blocking
+[ -d "$COLL" ] || COLL=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/collective  # OSU 7.4
 # GPU_COLL_LOG: append the raw output there instead (ci/gpu_bench.sh: osu.txt).
 LOG=${GPU_COLL_LOG:-$OUT/coll.txt}
 [ -n "${GPU_COLL_LOG:-}" ] || : >"$LOG"

@@ -44,6 +44,7 @@ typedef struct {
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
+    bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
     int nvlink_timeout;   /* seconds a kernel waits for its peers */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */

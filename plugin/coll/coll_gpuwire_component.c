@@ -33,6 +33,7 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .nvlink = true,
     .nvlink_oneshot_bytes = (size_t)1 << 20,
     .nvlink_timeout = 20,
+    .nvlink_direct = false,
     .output = -1,
 };
 
@@ -145,9 +146,19 @@ static int component_register(void)
         "Largest NVLink collective (bytes per rank) that goes through each rank's workspace "
         "(one kernel, one GPU-side barrier, no host exchange); larger ones read and write the "
         "application's buffers directly after a host exchange of their IPC handles. Each "
-        "communicator using NVLink holds twice this in device memory per rank",
+        "communicator using NVLink holds twice this in device memory per rank. Larger calls: "
+        "see coll_gpuwire_nvlink_direct",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.nvlink_oneshot_bytes);
+    (void)mca_base_component_var_register(
+        c, "nvlink_direct",
+        "NVLink collectives larger than coll_gpuwire_nvlink_oneshot_bytes map the application's "
+        "buffers of every rank (CUDA IPC) and run there; 0 (default): they run over "
+        "point-to-point. Off by default: CUDA opens an allocation's IPC handle once per "
+        "process, and pml gpuwire keeps its own mappings, so a buffer that both map fails in "
+        "the second (cudaErrorAlreadyMapped) and the call falls back or fails",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.nvlink_direct);
     (void)mca_base_component_var_register(
         c, "nvlink_timeout",
         "Seconds an NVLink collective's kernel waits for the other ranks before it gives up "

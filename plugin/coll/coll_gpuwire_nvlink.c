@@ -14,7 +14,8 @@
  * Per call, chosen alike on every rank from the call's arguments:
  *   bytes <= coll_gpuwire_nvlink_oneshot_bytes: one-shot through the
  *     workspace slots; no host communication at all.
- *   larger: direct on the application's buffers; the ranks exchange IPC
+ *   larger, with coll_gpuwire_nvlink_direct 1 (else declined in accepts and
+ *     run over point-to-point): direct on the application's buffers; the ranks exchange IPC
  *     descriptions of them (one host allgather), map them (cached), and agree
  *     that every rank could (one host allreduce) before the kernels run; a
  *     buffer CUDA IPC cannot export (stream-ordered pools, VMM, managed)
@@ -55,12 +56,28 @@ static bool contiguous(struct ompi_datatype_t *dt, int count)
     return 0 == lb && ompi_datatype_is_contiguous_memory_layout(dt, count);
 }
 
+/* Bytes per rank of the call, the same on every rank (type signatures match). */
+static size_t call_bytes(const gw_coll_args_t *a)
+{
+    switch (a->id) {
+    case GW_COLL_ALLREDUCE:
+    case GW_COLL_BCAST: return type_bytes(a->dtype, a->count);
+    default: return type_bytes(a->rdtype, a->rcount);
+    }
+}
+
 static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
     if (!mca_coll_gpuwire.nvlink || a->nonblocking) return false;
     const int n = ompi_comm_size(a->comm);
     if (n < 2 || n > GW_NVL_MAX_TEAM || OMPI_COMM_IS_INTER(a->comm)) return false;
+    if (GW_COLL_ALLREDUCE != a->id && GW_COLL_BCAST != a->id && GW_COLL_ALLGATHER != a->id) {
+        return false;
+    }
+    if (!mca_coll_gpuwire.nvlink_direct && call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
+        return false;
+    }
     switch (a->id) {
     case GW_COLL_ALLREDUCE: {
         int op, type;

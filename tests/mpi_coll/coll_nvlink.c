@@ -162,7 +162,6 @@ int main(int argc, char **argv)
     MPI_T_pvar_session session;
     MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
     MPI_T_pvar_handle calls = coll_pvar_open(session, "coll_gpuwire_nvlink_calls", MPI_T_PVAR_CLASS_COUNTER);
-    if (calls != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_start(session, calls));
 
     run_all(MPI_COMM_WORLD, 1);
     MPI_Comm split, rev;
