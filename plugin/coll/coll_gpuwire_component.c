@@ -154,7 +154,7 @@ static int component_register(void)
         c, "nvlink_direct",
         "NVLink collectives larger than coll_gpuwire_nvlink_oneshot_bytes map the application's "
         "buffers of every rank (CUDA IPC) and run there; 0 (default): they run over "
-        "point-to-point. Off by default: CUDA opens an allocation's IPC handle once per "
+        "point-to-point. Experimental, off by default: CUDA opens an allocation's IPC handle once per "
         "process, and pml gpuwire keeps its own mappings, so a buffer that both map fails in "
         "the second (cudaErrorAlreadyMapped) and the call falls back or fails",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
