@@ -6,7 +6,9 @@
 #   with reference programs built elsewhere. Usage: ci/gpu.sh [quick]
 #   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
 #   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240);
-#   GPU_SANITIZER=0 skips compute-sanitizer.
+#   GPU_SANITIZER=0 skips compute-sanitizer over the kernel tests;
+#   GPU_MPI_SANITIZER="test ...": those MPI tests under compute-sanitizer too
+#   (GPU_MPI_SANITIZER_TOOLS, default memcheck; ci/gpu_mpi_sanitize.py).
 #   At most 8 files land in $OUT (the GPU machine returns no more): build.log
 #   (machine first), ctest.log, bench.txt, bench_summary.txt, floor.txt, osu.txt,
 #   sanitizer.txt and report.tar (ci/report.sh's tables and raw data).
@@ -56,6 +58,16 @@ if [ -x "$SAN" ] && [ "${GPU_SANITIZER:-1}" != 0 ]; then
                 "$exe" >>"$OUT/sanitizer.txt" 2>&1
             note "compute-sanitizer $tool $t: rc=$?"
         done
+    done
+fi
+
+# compute-sanitizer inside mpirun over the device MPI tests (every rank under it).
+if [ -n "${GPU_MPI_SANITIZER:-}" ]; then
+    for tool in ${GPU_MPI_SANITIZER_TOOLS:-memcheck}; do
+        # shellcheck disable=SC2086
+        ci/gpu_mpi_sanitize.py "$BUILD" $tool $GPU_MPI_SANITIZER >>"$OUT/sanitizer.txt" 2>&1
+        note "compute-sanitizer $tool over MPI tests ($GPU_MPI_SANITIZER): rc=$?"
+        grep '^### ' "$OUT/sanitizer.txt" | tail -n 20
     done
 fi
 

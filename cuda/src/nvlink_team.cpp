@@ -108,7 +108,7 @@ Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi& driver, int device, in
   return t;
 }
 
-Status NvlTeam::connect(const NvlTeamDesc* all, size_t n) {
+Status NvlTeam::connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu) {
   if (n != static_cast<size_t>(team_.nranks)) {
     return Status::error(Errc::invalid_argument, "NvlTeam::connect: wrong number of ranks");
   }
@@ -117,7 +117,7 @@ Status NvlTeam::connect(const NvlTeamDesc* all, size_t n) {
     if (all[r].slot_bytes != team_.slot_bytes) {
       return Status::error(Errc::invalid_argument, "ranks differ in NVLink slot size");
     }
-    for (size_t q = 0; q < r; ++q) {
+    for (size_t q = 0; q < r && !allow_shared_gpu; ++q) {
       if (std::memcmp(all[r].uuid, all[q].uuid, sizeof(all[r].uuid)) == 0) {
         return Status::error(Errc::not_supported, "two ranks share a GPU");
       }
@@ -194,7 +194,7 @@ void NvlTeam::release() {
 Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi&, int, int, int, size_t, uint64_t) {
   return no_cuda_status();
 }
-Status NvlTeam::connect(const NvlTeamDesc*, size_t) { return no_cuda_status(); }
+Status NvlTeam::connect(const NvlTeamDesc*, size_t, bool) { return no_cuda_status(); }
 Status NvlTeam::run(gw_nvl_call_t) { return no_cuda_status(); }
 void NvlTeam::release() {}
 

@@ -46,6 +46,7 @@ typedef struct {
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
     int nvlink_timeout;   /* seconds a kernel waits for its peers */
+    bool nvlink_shared_gpu; /* teams of ranks that share a GPU (testing) */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;

@@ -34,6 +34,7 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .nvlink_oneshot_bytes = (size_t)1 << 20,
     .nvlink_timeout = 20,
     .nvlink_direct = false,
+    .nvlink_shared_gpu = false,
     .output = -1,
 };
 
@@ -165,6 +166,13 @@ static int component_register(void)
         "and the call fails (a rank died or called another collective)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.nvlink_timeout);
+    (void)mca_base_component_var_register(
+        c, "nvlink_shared_gpu",
+        "For testing the NVLink kernels on one GPU: ranks that share a GPU form a team too. "
+        "Correct but slow: their kernels take turns on the GPU, so every GPU-side barrier waits "
+        "for a switch between the processes' contexts (milliseconds)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.nvlink_shared_gpu);
 
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",

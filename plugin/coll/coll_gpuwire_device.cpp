@@ -426,7 +426,7 @@ int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double t
 }
 
 int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
-                         char *why, size_t why_len)
+                         bool shared_gpu, char *why, size_t why_len)
 {
     const int n = t->team->nranks();
     std::vector<cu::NvlTeamDesc> all(n);
@@ -438,7 +438,7 @@ int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *p
     }
     t->peer_ids.assign(peer_ids, peer_ids + n);
     std::lock_guard<std::mutex> lock(g_state->mu);
-    cu::Status s = t->team->connect(all.data(), all.size());
+    cu::Status s = t->team->connect(all.data(), all.size(), shared_gpu);
     return s ? 0 : fail_status(why, why_len, "NVLink team", s);
 }
 

@@ -114,9 +114,10 @@ typedef struct gw_coll_team gw_coll_team_t;
 int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
                       gw_coll_team_t **out, void *desc, char *why, size_t why_len);
 /* descs: every rank's description in rank order; peer_ids: a process-unique
- * id per rank (keys of the IPC mapping cache). */
+ * id per rank (keys of the IPC mapping cache). Ranks that share a GPU are
+ * refused unless shared_gpu (coll_gpuwire_nvlink_shared_gpu, for testing). */
 int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
-                         char *why, size_t why_len);
+                         bool shared_gpu, char *why, size_t why_len);
 void gw_coll_team_close(gw_coll_team_t *t);
 int gw_coll_team_gpu(const gw_coll_team_t *t);
 size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t);

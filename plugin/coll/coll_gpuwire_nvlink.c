@@ -146,7 +146,8 @@ static int team_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
                                     &team, mine, why, sizeof(why));
     int rc = host_allgather(m, comm, mine, all, GW_COLL_TEAM_DESC_BYTES);
     if (OMPI_SUCCESS == rc && ok) {
-        ok = 0 == gw_coll_team_connect(team, all, ids, why, sizeof(why));
+        ok = 0 == gw_coll_team_connect(team, all, ids, mca_coll_gpuwire.nvlink_shared_gpu, why,
+                                       sizeof(why));
     }
     free(all);
     int all_ok = 0;

@@ -126,6 +126,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
     p.pinned_bounce_bytes = mca_pml_gpuwire_params.pinned_bounce_bytes;
+    p.staging_bytes = mca_pml_gpuwire_params.staging_bytes;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));

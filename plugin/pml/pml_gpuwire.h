@@ -57,6 +57,7 @@ typedef struct {
     size_t ipc_cache_entries;
     size_t ipc_cache_bytes;
     size_t pinned_bounce_bytes; /* pinned whole-message staging buffers kept; 0: none */
+    size_t staging_bytes;       /* pinned staging chunks, at most */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

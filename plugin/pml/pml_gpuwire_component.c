@@ -119,6 +119,13 @@ static const struct {
      "pageable memory; 0: none",
      MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.pinned_bounce_bytes},
+    {"staging_bytes",
+     "Pinned host memory for staging chunks (chunked transfers, and copies between pageable "
+     "host memory and GPU memory): pinned 8 MiB at a time as needed and kept until "
+     "MPI_Finalize, never more than this many bytes (at least 8 MiB); past it a chunk goes "
+     "through plain host memory",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.staging_bytes},
 };
 
 static int component_register(void);
@@ -149,6 +156,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .pace_auto = true,
     .pace_poll_us = 100,
     .pinned_bounce_bytes = (size_t)256 << 20,
+    .staging_bytes = (size_t)64 << 20,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -215,6 +223,8 @@ static int component_open(void)
         {"pml_gpuwire_pinned_bounce_bytes", GW_PARAM_SIZE,
          &mca_pml_gpuwire_params.pinned_bounce_bytes, 0, (int64_t)1 << 40,
          "0 switches the pinned bounce buffers off"},
+        {"pml_gpuwire_staging_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.staging_bytes, 1,
+         (int64_t)1 << 40, NULL},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

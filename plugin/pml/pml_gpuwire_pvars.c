@@ -53,6 +53,12 @@ static const struct {
      offsetof(gw_engine_stats_t, pinned_bounce_fallbacks)},
     {"pinned_bounce_held_bytes", "Bytes of pinned host memory the bounce cache holds now",
      offsetof(gw_engine_stats_t, pinned_bounce_held_bytes)},
+    {"pinned_staging_held_bytes", "Bytes of pinned host memory held for staging chunks now",
+     offsetof(gw_engine_stats_t, pinned_staging_held_bytes)},
+    {"ipc_mappings_open", "Peer GPU allocations mapped through CUDA IPC now",
+     offsetof(gw_engine_stats_t, ipc_mappings_open)},
+    {"ipc_mapped_bytes", "Bytes of peer GPU allocations in the CUDA IPC mapping cache now",
+     offsetof(gw_engine_stats_t, ipc_mapped_bytes)},
     {"dropped_messages", "Messages dropped (malformed, or for a freed communicator)",
      offsetof(gw_engine_stats_t, dropped_messages)},
 };
@@ -61,7 +67,10 @@ static const struct {
 static int is_level(size_t offset)
 {
     return offset == offsetof(gw_engine_stats_t, pace_rate_mbps) ||
-           offset == offsetof(gw_engine_stats_t, pinned_bounce_held_bytes);
+           offset == offsetof(gw_engine_stats_t, pinned_bounce_held_bytes) ||
+           offset == offsetof(gw_engine_stats_t, pinned_staging_held_bytes) ||
+           offset == offsetof(gw_engine_stats_t, ipc_mappings_open) ||
+           offset == offsetof(gw_engine_stats_t, ipc_mapped_bytes);
 }
 
 static int read_counter(const struct mca_base_pvar_t *pvar, void *value, void *obj)

@@ -7,6 +7,8 @@
  * coll_gpuwire_nvlink_calls must grow; with ranks sharing a GPU (or
  * coll_gpuwire_nvlink 0) it must stay 0 and every result must still be right
  * (the communicator's calls go to the algorithms over point-to-point).
+ * GW_TEST_SAME_GPU=1 puts every rank on GPU 0; with
+ * coll_gpuwire_nvlink_shared_gpu 1 they still form a team (expect-nvlink).
  *   argv[1]: "expect-nvlink" or "expect-fallback"
  */
 #include <stdint.h>
@@ -155,7 +157,9 @@ int main(int argc, char **argv)
     const int expect_nvlink = argc > 1 && strcmp(argv[1], "expect-nvlink") == 0;
     int ndev = 0;
     CUDA_OK(cudaGetDeviceCount(&ndev));
-    if (expect_nvlink && ndev < mt_size) return mt_skip("fewer GPUs than ranks");
+    const char *same = getenv("GW_TEST_SAME_GPU");
+    const int one_gpu = same && same[0] == '1'; /* a team on one GPU (shared_gpu) */
+    if (expect_nvlink && !one_gpu && ndev < mt_size) return mt_skip("fewer GPUs than ranks");
 
     int provided;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));

@@ -358,8 +358,9 @@ int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double t
 }
 
 int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
-                         char *why, size_t why_len)
+                         bool shared_gpu, char *why, size_t why_len)
 {
+    (void)shared_gpu;
     (void)t;
     (void)descs;
     (void)peer_ids;

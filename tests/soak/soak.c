@@ -5,10 +5,12 @@
  *
  *   soak [--messages N] [--max-size BYTES] [--seed S] [--per-round M]
  *        [--device] [--rss-growth PERCENT] [--rss-slack-kib KIB]
- *        [--inject-corruption K]
+ *        [--inject-corruption K] [--large-share F --small-size BYTES]
  *
  * N messages in the whole job (default 20000), sizes from 0 to BYTES
- * (default 1 MiB; K, M, G suffixes), log-uniform; every send mode
+ * (default 1 MiB; K, M, G suffixes), log-uniform (with --large-share F, only
+ * a share F of the messages goes up to BYTES, the others up to --small-size:
+ * many small messages and a tail of large ones); every send mode
  * (buffered on host memory only), blocking and not, wildcard receives,
  * derived datatypes on host memory, five communicators besides
  * MPI_COMM_WORLD; --device adds cudaMalloc and managed buffers on both
@@ -141,6 +143,9 @@ static size_t parse_size(const char *s)
 static double rss_growth_pct = 5.0;
 static uint64_t inject_every; /* --inject-corruption K: one wrong byte in every K-th message */
 static long rss_slack_kib = 4096;
+/* Mappings a run may add after the first tenth beyond 5 %: buffers first
+ * sent late (a kind or size first drawn then). */
+#define IPC_MAP_SLACK 4
 static long own_host_kib; /* host memory the soak itself allocated and touched */
 
 static void parse_args(int argc, char **argv)
@@ -149,6 +154,8 @@ static void parse_args(int argc, char **argv)
     cfg.messages = 20000;
     cfg.max_size = 1 << 20;
     cfg.per_round = 32;
+    cfg.large_share = 1.0;
+    cfg.small_size = 64 << 10;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -168,13 +175,16 @@ static void parse_args(int argc, char **argv)
         else if (!strcmp(a, "--rss-growth")) rss_growth_pct = atof(v);
         else if (!strcmp(a, "--rss-slack-kib")) rss_slack_kib = atol(v);
         else if (!strcmp(a, "--inject-corruption")) inject_every = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--large-share")) cfg.large_share = atof(v);
+        else if (!strcmp(a, "--small-size")) cfg.small_size = parse_size(v);
         else {
             fprintf(stderr, "soak: unknown option %s (see the header of soak.c)\n", a);
             exit(2);
         }
     }
-    if (cfg.per_round < 1 || cfg.max_size > (size_t)INT_MAX) {
-        fprintf(stderr, "soak: --per-round must be >= 1 and --max-size < 2 GiB\n");
+    if (cfg.per_round < 1 || cfg.max_size > (size_t)INT_MAX || !(cfg.large_share >= 0.0)) {
+        fprintf(stderr, "soak: --per-round must be >= 1, --max-size < 2 GiB and --large-share "
+                        ">= 0\n");
         exit(2);
     }
 }
@@ -695,19 +705,25 @@ static void report_samples(const soak_pvars_t *pv, const soak_sample_t *a, const
     /* The percentage applies to what the libraries hold, not to the soak's
      * own buffers, which are allocated and touched before the first sample. */
     long base = a->rss_kib - own_host_kib > 0 ? a->rss_kib - own_host_kib : a->rss_kib;
-    /* gpuwire's pinned bounce cache fills as larger messages come, up to its
-     * bound (pml_gpuwire_pinned_bounce_bytes): its growth is reported on its
-     * own and not counted as a leak. */
-    int held = soak_pvar_find(pv, "pml_gpuwire_pinned_bounce_held_bytes");
-    long cache_kib = held >= 0 && b->value[held] > a->value[held]
-                         ? (long)((b->value[held] - a->value[held]) / 1024)
-                         : 0;
+    /* gpuwire's pinned memory (bounce buffers, staging chunks) fills as
+     * larger messages come, up to bounds of its own
+     * (pml_gpuwire_pinned_bounce_bytes, pml_gpuwire_staging_bytes): its
+     * growth is reported on its own and not counted as a leak. */
+    static const char *const pinned[2][2] = {
+        {"pml_gpuwire_pinned_bounce_held_bytes", "pinned bounce cache"},
+        {"pml_gpuwire_pinned_staging_held_bytes", "pinned staging chunks"}};
+    long cache_kib = 0;
+    for (int k = 0; k < 2; ++k) {
+        int held = soak_pvar_find(pv, pinned[k][0]);
+        if (held < 0 || b->value[held] <= a->value[held]) continue;
+        long kib = (long)((b->value[held] - a->value[held]) / 1024);
+        cache_kib += kib;
+        printf("rank %d: gpuwire's %s grew by %ld KiB (from %llu to %llu bytes, bounded by a "
+               "parameter): not counted as growth\n",
+               mt_rank, pinned[k][1], kib, a->value[held], b->value[held]);
+    }
     long limit = a->rss_kib + (long)((double)base * rss_growth_pct / 100.0) + rss_slack_kib +
                  cache_kib;
-    if (cache_kib > 0)
-        printf("rank %d: gpuwire's pinned bounce cache grew by %ld KiB (from %llu to %llu bytes, "
-               "bounded by pml_gpuwire_pinned_bounce_bytes): not counted as growth\n",
-               mt_rank, cache_kib, a->value[held], b->value[held]);
     long fig[5] = {a->rss_kib, b->rss_kib, a->fds, b->fds, base};
     long *all = malloc(sizeof(fig) * mt_size);
     MPI_Gather(fig, 5, MPI_LONG, all, 5, MPI_LONG, 0, MPI_COMM_WORLD);
@@ -732,6 +748,13 @@ static void report_samples(const soak_pvars_t *pv, const soak_sample_t *a, const
                 b->rss_kib, limit, rss_growth_pct, base, rss_slack_kib, cache_kib);
     if (a->fds >= 0 && b->fds > a->fds + FD_SLACK)
         mt_fail(__FILE__, __LINE__, "open file descriptors grew from %d to %d", a->fds, b->fds);
+    /* The soak's buffers live from the start to the end: once each has been
+     * sent, the peer's mappings of them stay; a mapping opened per message
+     * would show here. */
+    int maps = soak_pvar_find(pv, "pml_gpuwire_ipc_mappings_open");
+    if (maps >= 0 && b->value[maps] > a->value[maps] + a->value[maps] / 20 + IPC_MAP_SLACK)
+        mt_fail(__FILE__, __LINE__, "CUDA IPC mappings grew from %llu to %llu",
+                a->value[maps], b->value[maps]);
     int dropped = soak_pvar_find(pv, "pml_gpuwire_dropped_messages");
     if (dropped >= 0 && b->value[dropped] != 0)
         mt_fail(__FILE__, __LINE__, "gpuwire dropped %llu messages", b->value[dropped]);

@@ -47,7 +47,12 @@ static void gen_msg(const soak_config_t *cfg, rng_t *r, int src, soak_plan_t *pl
     m->dst = (int)below(r, (unsigned)cfg->nranks);
     m->seq = plan->next_seq[src]++;
     m->comm = (unsigned char)below(r, SC_NCOMMS);
-    m->size = log_uniform(r, cfg->max_size);
+    if (cfg->large_share < 1.0 && cfg->small_size < cfg->max_size) {
+        const bool large = (double)(next(r) >> 11) * 0x1.0p-53 < cfg->large_share;
+        m->size = log_uniform(r, large ? cfg->max_size : cfg->small_size);
+    } else {
+        m->size = log_uniform(r, cfg->max_size);
+    }
     m->shape = (uint32_t)next(r);
     bool wild = soak_is_wildcard(m->comm);
     m->send_kind = cfg->device ? (unsigned char)below(r, SK_NKINDS) : SK_HOST;

@@ -68,6 +68,12 @@ typedef struct {
     uint64_t seed;
     uint64_t messages;     /* in the whole job */
     size_t max_size;
+    /* With large_share < 1, a message is log-uniform up to max_size with
+     * that probability and up to small_size otherwise (traffic of many small
+     * messages with a tail of large ones); 1 (or more): every message up to
+     * max_size. */
+    double large_share;
+    size_t small_size;
     int per_round;         /* mean messages a rank sends per round */
     int nranks;
     bool device;           /* device and managed buffers too */

@@ -45,6 +45,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->pace_auto = 1;
     params->pace_poll_us = 100;
     params->pinned_bounce_bytes = size_t{256} << 20;
+    params->staging_bytes = size_t{64} << 20;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

@@ -124,6 +124,12 @@ public:
     void return_bounce(void *buffer) { bounce_.release(buffer); }
     const cuda::PinnedCache &bounce_cache() const { return bounce_; }
 
+    // Gauges: pinned staging bytes now; peer allocations mapped now (cached
+    // or withdrawn but leased) and the bytes of the cached ones.
+    size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
+    size_t mappings_open() const { return mappings_.entries() + mappings_.withdrawn(); }
+    size_t mapped_bytes() const { return mappings_.bytes(); }
+
     cuda::ClassifierCounters classifier_counters() const { return classifier_.counters(); }
     cuda::IpcCacheCounters mapping_counters() const { return mappings_.counters(); }
     cuda::IpcExporterCounters exporter_counters() const { return exporter_.counters(); }

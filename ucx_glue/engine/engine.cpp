@@ -139,6 +139,7 @@ gw_status_t Engine::init(std::string &why)
         dc.ipc_cache_entries = params_.ipc_cache_entries;
         dc.ipc_cache_bytes = params_.ipc_cache_bytes;
         dc.bounce_max_bytes = params_.pinned_bounce_bytes;
+        dc.staging_max_bytes = params_.staging_bytes;
         dev_ = DevicePath::create(dc, device_why_);
     } else {
         device_why_ = "device support switched off";
@@ -1219,6 +1220,9 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->pinned_bounce_pins = b.pins;
         out->pinned_bounce_evictions = b.evictions;
         out->pinned_bounce_held_bytes = dev_->bounce_cache().held_bytes();
+        out->pinned_staging_held_bytes = dev_->pinned_staging_bytes();
+        out->ipc_mappings_open = dev_->mappings_open();
+        out->ipc_mapped_bytes = dev_->mapped_bytes();
     }
     lock_.unlock();
     if (dev_) {

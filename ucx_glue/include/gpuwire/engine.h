@@ -173,6 +173,11 @@ typedef struct {
      * kept for reuse, never more than this many bytes in all. A message the
      * bound cannot serve goes through pageable memory. 0: none. */
     size_t pinned_bounce_bytes;
+    /* Pinned host memory for the staging chunks (chunked transfers, and
+     * copies between pageable host memory and the GPU): pinned a slab of two
+     * chunks at a time as needed, kept until the end, never more than this
+     * many bytes (at least one slab). */
+    size_t staging_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -257,6 +262,11 @@ typedef struct {
     /* bytes the pinned bounce cache holds now (lent or idle), at most
      * pinned_bounce_bytes */
     uint64_t pinned_bounce_held_bytes;
+    /* bytes of pinned staging chunks pinned now (at most staging_bytes);
+     * peer GPU allocations mapped through CUDA IPC now (cached or still
+     * leased after the peer freed them) and their bytes */
+    uint64_t pinned_staging_held_bytes;
+    uint64_t ipc_mappings_open, ipc_mapped_bytes;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */

@@ -62,8 +62,11 @@ class NvlTeam {
   NvlTeam& operator=(const NvlTeam&) = delete;
 
   const NvlTeamDesc& desc() const { return desc_; }
-  // all: nranks descriptions in rank order, this rank's included.
-  Status connect(const NvlTeamDesc* all, size_t n);
+  // all: nranks descriptions in rank order, this rank's included. Ranks
+  // sharing a GPU are refused unless allow_shared_gpu: their kernels then
+  // take turns on the GPU (time slices of another process's context), so
+  // every barrier waits for a context switch; correct, only for testing.
+  Status connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu = false);
   Status run(gw_nvl_call_t call);
 
   int device() const { return device_; }
