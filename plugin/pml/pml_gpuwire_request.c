@@ -94,7 +94,7 @@ static inline void request_vote(mca_pml_gpuwire_request_t *req)
 void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
 {
     if (req->staging_kind == PML_GW_STAGING_MALLOC) {
-        free(req->staging);
+        gw_host_buffer_free(req->staging);
     } else if (req->staging_kind == PML_GW_STAGING_BSEND) {
         mca_pml_base_bsend_request_free(req->staging);
     } else if (req->staging_kind == PML_GW_STAGING_DEVICE) {
@@ -183,7 +183,7 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
         }
         req->staging_kind = PML_GW_STAGING_BSEND;
     } else {
-        staging = malloc(size);
+        staging = gw_host_buffer_alloc(size);
         if (NULL == staging) return MPI_ERR_NO_MEM;
         req->staging_kind = PML_GW_STAGING_MALLOC;
     }
@@ -213,7 +213,7 @@ int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap
         *addr = req->staging;
         return MPI_SUCCESS;
     }
-    req->staging = malloc(size);
+    req->staging = gw_host_buffer_alloc(size);
     if (NULL == req->staging) return MPI_ERR_NO_MEM;
     req->staging_kind = PML_GW_STAGING_MALLOC;
     req->staging_len = size;

@@ -32,10 +32,10 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
 {
     (void)peer;
     auto *x = new (std::nothrow) Xfer;
-    auto *h = static_cast<ChunkedHeader *>(std::malloc(sizeof(ChunkedHeader)));
+    auto *h = static_cast<ChunkedHeader *>(gw_host_buffer_alloc(sizeof(ChunkedHeader)));
     if (!x || !h) {
         delete x;
-        std::free(h);
+        gw_host_buffer_free(h);
         return GW_ERR_NO_MEMORY;
     }
     const uint64_t id = next_xfer_id_++;
@@ -63,7 +63,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "chunked-transfer header could not be sent: %s",
             ucs_status_string(UCS_PTR_STATUS(r)));
-        std::free(h);
+        gw_host_buffer_free(h);
         op->side = nullptr;
         delete x;
         return from_ucs(UCS_PTR_STATUS(r));
@@ -111,7 +111,7 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         x->status = GW_ERR_TRANSPORT;
     }
     if (x->discard) {
-        x->scratch = std::malloc(x->chunk);
+        x->scratch = gw_host_buffer_alloc(x->chunk);
         if (!x->scratch) {
             delete x;
             complete(req, GW_ERR_NO_MEMORY);
@@ -154,7 +154,7 @@ bool Engine::advance(Xfer &x)
             if (c) {
                 s.pinned = std::move(*c);
             } else {
-                s.heap = std::malloc(n);
+                s.heap = gw_host_buffer_alloc(n);
                 if (!s.heap) break; // out of memory: try again later
                 ++stats_.staging_heap_chunks;
             }
@@ -251,7 +251,7 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
             gw_status_string(st));
     }
     s.pinned.reset();
-    std::free(s.heap);
+    gw_host_buffer_free(s.heap);
     s.heap = nullptr;
     s.state = XferSlot::FREE;
     if (s.counted) {
@@ -301,7 +301,7 @@ void Engine::finish_xfer(Xfer *x)
     } else {
         complete(x->req, x->status);
     }
-    std::free(x->scratch);
+    gw_host_buffer_free(x->scratch);
     delete x;
 }
 
@@ -320,7 +320,7 @@ void Engine::abandon_xfers()
     for (Xfer *x : xfers_) {
         for (XferSlot &s : x->slots) {
             s.pinned.reset();
-            std::free(s.heap); // (UCX may still touch it: freed at teardown only)
+            gw_host_buffer_free(s.heap); // (UCX may still touch it: freed at teardown only)
             s.heap = nullptr;
         }
         if (x->sending) {
@@ -338,7 +338,7 @@ void Engine::abandon_xfers()
 void Engine::free_abandoned()
 {
     for (Xfer *x : abandoned_) {
-        std::free(x->scratch);
+        gw_host_buffer_free(x->scratch);
         delete x;
     }
     abandoned_.clear();

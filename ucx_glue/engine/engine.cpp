@@ -540,7 +540,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                 op->pinned = 1;
                 cs = dev_->copy_sync(bounce, buf, len, device);
             } else {
-                bounce = std::malloc(len);
+                bounce = gw_host_buffer_alloc(len);
                 cs = bounce ? dev_->copy_via_pinned(bounce, buf, len, device, false)
                             : cuda::Status::error(cuda::Errc::busy, "out of memory");
             }
@@ -632,7 +632,7 @@ void Engine::free_side(SendOp *op)
     } else if (op->pinned) {
         dev_->return_bounce(op->side);
     } else {
-        std::free(op->side);
+        gw_host_buffer_free(op->side);
     }
     op->side = nullptr;
     op->pinned = 0;
@@ -767,7 +767,7 @@ bool Engine::prepare_landing(RecvOp *op)
     if (op->bounce) {
         op->pinned = 1;
     } else {
-        op->bounce = std::malloc(op->cap);
+        op->bounce = gw_host_buffer_alloc(op->cap);
     }
     op->landing = op->bounce;
     return op->bounce != nullptr;
@@ -779,7 +779,7 @@ void Engine::release_landing(RecvOp *op)
         if (op->pinned) {
             dev_->return_bounce(op->bounce);
         } else {
-            std::free(op->bounce);
+            gw_host_buffer_free(op->bounce);
         }
         op->bounce = nullptr;
         op->pinned = 0;
@@ -1127,7 +1127,7 @@ void Engine::release(InboundMsg *msg)
 // Receives a probed message into nowhere, so UCX frees what it holds of it.
 void Engine::drain(ucp_tag_message_h handle, size_t length)
 {
-    void *sink = length ? std::malloc(length) : nullptr;
+    void *sink = length ? gw_host_buffer_alloc(length) : nullptr;
     SmallRecv sr;
     ucp_request_param_t rp = recv_param(&SmallRecv::cb, &sr);
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, sink, sink ? length : 0, handle, &rp);
@@ -1137,7 +1137,7 @@ void Engine::drain(ucp_tag_message_h handle, size_t length)
             ucp_worker_progress(worker_);
         if (!sr.done) ucp_request_cancel(worker_, r);
     }
-    std::free(sink);
+    gw_host_buffer_free(sink);
 }
 
 int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info)
