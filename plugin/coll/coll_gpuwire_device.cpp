@@ -480,14 +480,6 @@ static gw_nvl_coll_t nvl_coll(int coll)
     }
 }
 
-bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
-{
-    gw_nvl_call_t call{};
-    call.coll = nvl_coll(c->coll);
-    call.bytes = c->bytes;
-    return gw_nvl_fits_slot(&t->team->params(), &call);
-}
-
 bool gw_coll_team_reduce_supported(int op, int type) { return gw_nvl_reduce_supported(op, type); }
 
 int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,

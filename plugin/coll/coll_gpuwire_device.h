@@ -139,8 +139,7 @@ typedef struct {
     bool direct;     /* through the application's buffers: team_map first */
 } gw_coll_team_call_t;
 
-/* Whether the one-shot form holds the call; whether allreduce has a kernel. */
-bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c);
+/* Whether allreduce has a kernel for op on type. */
 bool gw_coll_team_reduce_supported(int op, int type);
 /* Direct form: maps every peer's buffers (in_descs / out_descs: one
  * description per rank in rank order, or NULL when the call needs none); the

@@ -309,7 +309,9 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
     case GW_COLL_BCAST: c.coll = GW_COLL_TEAM_BCAST; break;
     default: c.coll = GW_COLL_TEAM_ALLGATHER; break;
     }
-    c.direct = p.bytes > mca_coll_gpuwire.nvlink_oneshot_bytes || !gw_coll_team_fits(t, &c);
+    /* The slots hold coll_gpuwire_nvlink_oneshot_bytes (rounded up): a call
+     * within it fits them (gw_nvl_launch checks again). */
+    c.direct = p.bytes > mca_coll_gpuwire.nvlink_oneshot_bytes;
     if (c.direct) {
         const int n = ompi_comm_size(comm);
         const bool need_in = GW_COLL_TEAM_ALLREDUCE == c.coll;

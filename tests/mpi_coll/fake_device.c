@@ -382,13 +382,6 @@ int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, 
     return -1;
 }
 
-bool gw_coll_team_fits(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
-{
-    (void)t;
-    (void)c;
-    return false;
-}
-
 bool gw_coll_team_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
 
 int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
