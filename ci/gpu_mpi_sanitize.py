@@ -52,11 +52,14 @@ def main():
             rc = 124
             text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(
                 errors="replace")
-        summaries = re.findall(r"ERROR SUMMARY: (\d+) error", text)
-        errors = sum(int(s) for s in summaries)
+        # memcheck and synccheck end with an error summary, racecheck with
+        # a hazard summary.
+        summaries = re.findall(r"(?:ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: (\d+) hazard)",
+                               text)
+        errors = sum(int(a or b) for a, b in summaries)
         print(f"### {name} under {tool}: rc={rc}, ranks reporting {len(summaries)}, "
               f"errors {errors}")
-        sys.stdout.write(text[-6000:] if rc or errors else "")
+        sys.stdout.write(text[-6000:] if rc or errors or not summaries else "")
         if rc or errors or not summaries:
             bad += 1
     return 1 if bad else 0
