@@ -1,6 +1,6 @@
 // gw_host_buffer_alloc / gw_host_buffer_free: aligned, writable, and large
 // buffers given back to the system at free (they must not stay resident).
-#include <catch2/catch.hpp>
+#include "gw_catch.hpp"
 
 #include <cstdint>
 #include <cstring>
