@@ -37,11 +37,9 @@ extern "C" void *gw_host_buffer_alloc(size_t bytes)
     void *base;
     Header h{};
     if (bytes >= kLarge) {
-        // Populated now: the buffer is written whole right away (packing, a
-        // landing for UCX, a copy from the GPU), and one call faults every
-        // page faster than first touches do.
-        base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                    -1, 0);
+        // Not populated: a receive's landing is sized by its capacity, and
+        // the message may be far shorter; pages appear as they are written.
+        base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == MAP_FAILED) return nullptr;
         h.kind = kMapped;
     } else {

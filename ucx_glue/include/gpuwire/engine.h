@@ -278,7 +278,7 @@ void gw_engine_stats(const gw_engine_t *engine, gw_engine_stats_t *stats);
 
 /* Host memory for a whole message (packed datatypes, device messages staged
  * through plain host memory): 64-byte aligned; at 128 KiB and above mapped
- * and populated at once and given back to the system by gw_host_buffer_free,
+ * and given back to the system by gw_host_buffer_free,
  * so that such buffers never leave freed memory resident in the C library's
  * heap. NULL when out of memory. Thread-safe. */
 void *gw_host_buffer_alloc(size_t bytes);
