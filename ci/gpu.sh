@@ -46,13 +46,14 @@ if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 note "tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
 grep -E '\*\*\*|Failed|Not Run' "$OUT/ctest.log" | head -20
 
-# compute-sanitizer over the kernel tests (reductions, datatype packing).
+# compute-sanitizer (memcheck, racecheck, synccheck) over the kernel tests
+# (reductions, datatype packing).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$SAN" ] && [ "${GPU_SANITIZER:-1}" != 0 ]; then
     for t in cuda_reduce_gpu cuda_pack_gpu; do
         exe=$(find "$BUILD" -name "$t" -type f -executable | head -1)
         [ -n "$exe" ] || continue
-        for tool in memcheck racecheck; do
+        for tool in memcheck racecheck synccheck; do
             echo "### $t under $tool" >>"$OUT/sanitizer.txt"
             GW_REDUCE_LARGE_COUNT=4099 timeout "${GPU_SAN_TIMEOUT:-240}" "$SAN" --tool $tool --error-exitcode 9 \
                 "$exe" >>"$OUT/sanitizer.txt" 2>&1

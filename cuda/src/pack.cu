@@ -128,7 +128,11 @@ int run(char* user, char* packed, const gw_block_t* blocks, size_t nblocks, int 
   CurrentDevice current;
   GW_PACK_CHECK(current.set(device));
   if (!st.stream) {
-    GW_PACK_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+    // A blocking stream, like the engine's (stream.cpp): the kernel starts after
+    // work the application queued on the legacy default stream, so a buffer it
+    // filled with cudaMemcpy (whose DMA may still be running) is read whole, and
+    // a write it queued before a receive lands before the unpacked data.
+    GW_PACK_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamDefault));
   }
   if (st.max_grid == 0) {
     int sms = 0;
