@@ -25,7 +25,8 @@
 #include "ompi/mca/coll/coll.h"
 #include "ompi/request/request.h"
 
-/* coll_gpuwire_reduce_algorithm: how reductions on device buffers run. */
+/* coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm: how
+ * reductions, and Bcast, Allgather(v), Alltoall(v), run on device buffers. */
 enum {
     GW_REDUCE_ALGO_AUTO,   /* device where the pml carries device memory, else staged */
     GW_REDUCE_ALGO_STAGED, /* always staged through host memory */
@@ -41,6 +42,7 @@ typedef struct {
     size_t staging_bytes; /* pinned host staging kept for reuse (bytes) */
     int reduce_algorithm; /* GW_REDUCE_ALGO_* */
     size_t reduce_segment_bytes; /* bytes per message of the device reductions */
+    int move_algorithm;   /* GW_REDUCE_ALGO_*, for Bcast, Allgather(v), Alltoall(v) */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */

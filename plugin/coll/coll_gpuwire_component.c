@@ -29,6 +29,7 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .device_sync = true,
     .staging_bytes = (size_t)256 << 20,
     .reduce_algorithm = GW_REDUCE_ALGO_AUTO,
+    .move_algorithm = GW_REDUCE_ALGO_AUTO,
     .reduce_segment_bytes = (size_t)4 << 20,
     .nvlink = true,
     .nvlink_oneshot_bytes = (size_t)1 << 20,
@@ -125,6 +126,17 @@ static int component_register(void)
             "pass device buffers",
             MCA_BASE_VAR_TYPE_INT, algorithm_enum, 0, 0, OPAL_INFO_LVL_4,
             MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpuwire.reduce_algorithm);
+        (void)mca_base_component_var_register(
+            c, "move_algorithm",
+            "How blocking Bcast, Allgather(v) and Alltoall(v) above the NVLink kernels' size run "
+            "on device buffers: auto (one point-to-point message per block on the application's "
+            "buffers when the pml moves device buffers, i.e. pml gpuwire; staged otherwise), "
+            "staged (copied through host memory, Open MPI's algorithm), device (point-to-point "
+            "whatever the pml). Non-blocking forms and Alltoall(v) in place are always staged. "
+            "Point-to-point needs every rank of a call to pass device memory: a rank with host "
+            "buffers only runs Open MPI's algorithm",
+            MCA_BASE_VAR_TYPE_INT, algorithm_enum, 0, 0, OPAL_INFO_LVL_4,
+            MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpuwire.move_algorithm);
         OBJ_RELEASE(algorithm_enum);
     }
     (void)mca_base_component_var_register(
@@ -183,7 +195,9 @@ static int component_register(void)
     register_counter("staged_bytes", "Bytes of host staging used by staged collectives",
                      &mca_coll_gpuwire.staged_bytes, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_calls",
-                     "Reductions on device buffers run on the GPU (coll_gpuwire_reduce_algorithm)",
+                     "Collectives on device buffers run on the GPU over point-to-point: "
+                     "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
+                     "Alltoall(v) (coll_gpuwire_move_algorithm)",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nvlink_calls",
                      "Collectives on device buffers run by the NVLink kernels",

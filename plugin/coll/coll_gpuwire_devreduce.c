@@ -646,19 +646,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
     /* The application's work on the default stream of every GPU the call
      * reads or writes comes first. */
-    if (mca_coll_gpuwire.device_sync) {
-        int synced[GW_REGION_COUNT], nsynced = 0;
-        for (int i = 0; i < GW_REGION_COUNT; ++i) {
-            if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
-            bool seen = false;
-            for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
-            if (seen) continue;
-            if (0 != gw_coll_device_wait_user(r[i].gpu, c.why, sizeof(c.why))) {
-                return fail(&c, "device sync");
-            }
-            synced[nsynced++] = r[i].gpu;
-        }
-    }
+    if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return fail(&c, "device sync");
     __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
     temps_t t;
     int err = temps_in(&c, r, &eff, &t);

@@ -19,6 +19,7 @@ static const gw_coll_algorithm_t gw_coll_passthrough = {"passthrough", NULL, pas
 static const gw_coll_algorithm_t *const host_algorithms[] = {&gw_coll_passthrough};
 static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_nvlink,
                                                                &gw_coll_devreduce,
+                                                               &gw_coll_devmove,
                                                                &gw_coll_staged};
 
 static const struct {
@@ -55,6 +56,22 @@ static int classify(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
         if (mem.on_gpu) *kind = GW_MEM_DEVICE;
     }
     return OMPI_SUCCESS;
+}
+
+int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
+                              size_t why_len)
+{
+    if (!mca_coll_gpuwire.device_sync) return 0;
+    int synced[GW_REGION_COUNT], nsynced = 0;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
+        bool seen = false;
+        for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
+        if (seen) continue;
+        if (0 != gw_coll_device_wait_user(r[i].gpu, why, why_len)) return -1;
+        synced[nsynced++] = r[i].gpu;
+    }
+    return 0;
 }
 
 int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,

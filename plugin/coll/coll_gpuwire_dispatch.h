@@ -143,5 +143,14 @@ extern const gw_coll_algorithm_t gw_coll_nvlink;
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
 /* Reductions kept on the GPU (coll_gpuwire_devreduce.c). */
 extern const gw_coll_algorithm_t gw_coll_devreduce;
+/* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's
+ * buffers (coll_gpuwire_devmove.c). */
+extern const gw_coll_algorithm_t gw_coll_devmove;
+
+/* With coll_gpuwire_device_sync, waits for the legacy default stream of every
+ * GPU whose memory a significant region of the call is: the application's
+ * work queued there comes first. 0, or -1 with why. */
+int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
+                              size_t why_len);
 
 #endif

@@ -77,7 +77,8 @@ void case_bcast(MPI_Comm comm, bool nb)
                 tctx_set("%sbcast %s count %ld root %d comm size %d", nb ? "i" : "",
                          tt[types[ti]].name, c, root, n);
                 tbuf_t b;
-                tbuf_alloc(&b, types[ti], c, me == root ? mem_send : mem_recv);
+                tbuf_alloc(&b, types[ti], c,
+                           lone_buffer_kind(me == root ? mem_send : mem_recv, nb));
                 if (me == root) img_set_flat(&b, b.img, 0, c, s, root, 0);
                 tbuf_push(&b);
                 unsigned char *expect = tbuf_snapshot(&b);
@@ -169,7 +170,9 @@ void case_allgatherv(MPI_Comm comm, bool nb)
                     img_set_flat(&sb, sb.img, 0, p->mult * counts[me], s, me, 0);
                     tbuf_push(&sb);
                 }
-                tbuf_alloc(&rb, p->rt, total, mem_recv);
+                /* Nothing to send: the receive buffer is this rank's only one. */
+                tbuf_alloc(&rb, p->rt, total,
+                           !ip && 0 == counts[me] ? lone_buffer_kind(mem_recv, nb) : mem_recv);
                 if (ip) img_set_flat(&rb, rb.img, displs[me], counts[me], s, me, 0);
                 tbuf_push(&rb);
                 unsigned char *expect = tbuf_snapshot(&rb);
@@ -284,7 +287,8 @@ void case_alltoallv(MPI_Comm comm, bool nb)
                     img_set_flat(&sb, sb.img, 0, stotal, s, me, 0);
                     tbuf_push(&sb);
                 }
-                tbuf_alloc(&rb, p->rt, rtotal, mem_recv);
+                tbuf_alloc(&rb, p->rt, rtotal,
+                           !ip && 0 == stotal ? lone_buffer_kind(mem_recv, nb) : mem_recv);
                 if (ip) img_set_flat(&rb, rb.img, 0, rtotal, s, me, 0);
                 tbuf_push(&rb);
                 unsigned char *expect = tbuf_snapshot(&rb);

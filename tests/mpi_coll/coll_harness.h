@@ -74,14 +74,14 @@ void harness_fini(void);
 const char *harness_skip_reason(void);
 
 /* The memory kind for k when the buffer is its rank's only significant
- * buffer of a reduction (nb: the non-blocking form). A rank whose
+ * buffer of a reduction or a Bcast (nb: the non-blocking form). A rank whose
  * significant buffers are all host memory passes through to the host module;
  * under the default algorithm ranks with device memory run the GPU ring, and
  * the call hangs (docs/coll.md). In the mixed modes such a rank gets the
  * mode's device kind for that buffer in the blocking forms (whose algorithm
  * depends on it); the modes ending in "staged" run under
- * coll_gpuwire_reduce_algorithm staged, where every rank uses the host
- * algorithm, and keep host memory. */
+ * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged,
+ * where every rank uses the host algorithm, and keep host memory. */
 enum mem_kind lone_buffer_kind(enum mem_kind k, bool nb);
 
 /* Raw memory of a kind; copies with cudaMemcpy, memcpy, or through the

@@ -11,10 +11,10 @@
  * host: every buffer in host memory. device / managed: every buffer from
  * cudaMalloc / cudaMallocManaged. mixed: send buffers on the GPU, receive
  * buffers in host memory on MPI_COMM_WORLD, and the other way round on the
- * split; a rank whose only buffer of a blocking reduction would be host
- * memory while others pass device memory gets device memory (see
+ * split; a rank whose only buffer of a blocking reduction or Bcast would be
+ * host memory while others pass device memory gets device memory (see
  * lone_buffer_kind); mixedstaged keeps that shape too and runs under
- * coll_gpuwire_reduce_algorithm staged. fake*: the same over the simulated
+ * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged. fake*: the same over the simulated
  * GPU of coll "gpuwirefake" (fake_device.c). The GPU modes exit 77 (skipped)
  * without a usable GPU.
  */

@@ -1,0 +1,226 @@
+/*
+ * The device data-movement algorithm: blocking Bcast, Allgather(v) and
+ * Alltoall(v) whose buffers stay where the application put them. Every block
+ * is one point-to-point message on the application's buffer and datatype,
+ * all posted at once: the pml moves device memory (pml gpuwire: CUDA IPC over
+ * NVLink, the copy engines at link speed, any datatype packed on the GPU), so
+ * nothing is staged through host memory and nothing here touches the bytes.
+ * A rank's own block of Allgather(v)/Alltoall(v) is a message to itself (the
+ * pml copies it on the GPU).
+ *
+ *   bcast            the root sends to every rank (one message each)
+ *   allgather(v)     every rank sends its block to every rank
+ *   alltoall(v)      block j to rank j, from every rank
+ *
+ * The NVLink kernels take the small calls first (coll_gpuwire_nvlink.c);
+ * this is what follows them, above coll_gpuwire_nvlink_oneshot_bytes.
+ *
+ * Every rank of a call must take the same algorithm. As for the device
+ * reductions (coll_gpuwire_devreduce.c), accepts() decides only from what is
+ * the same on every rank; a rank whose significant buffers are all host
+ * memory passes through to Open MPI's algorithm instead. The two do not send
+ * the same messages: a receive here checks that it got its whole block, so
+ * such a program ends with a one-line error naming
+ * coll_gpuwire_move_algorithm staged (where every rank runs Open MPI's
+ * algorithm) rather than with wrong data; some shapes of it can hang.
+ *
+ * Alltoall(v) with MPI_IN_PLACE (on every rank alike, as MPI requires) stays
+ * staged: a block would be overwritten while a peer still reads it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coll_gpuwire_dispatch.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/base/coll_tags.h"
+#include "ompi/mca/pml/pml.h"
+
+typedef struct {
+    const gw_coll_args_t *a;
+    int me, n;
+    ompi_request_t **reqs;
+    ompi_status_public_t *st;
+    size_t *want; /* bytes each receive must bring; SIZE_MAX: a send */
+    size_t nreqs;
+    char why[256];
+} move_t;
+
+static int move_fail(move_t *c, const char *what)
+{
+    opal_output(0, "coll:gpuwire: device %s: %s: %s", gw_coll_name(c->a->id), what, c->why);
+    return OMPI_ERROR;
+}
+
+static int tag_of(gw_coll_id_t id)
+{
+    switch (id) {
+    case GW_COLL_BCAST: return MCA_COLL_BASE_TAG_BCAST;
+    case GW_COLL_ALLGATHER: return MCA_COLL_BASE_TAG_ALLGATHER;
+    case GW_COLL_ALLGATHERV: return MCA_COLL_BASE_TAG_ALLGATHERV;
+    case GW_COLL_ALLTOALL: return MCA_COLL_BASE_TAG_ALLTOALL;
+    case GW_COLL_ALLTOALLV: return MCA_COLL_BASE_TAG_ALLTOALLV;
+    default: return 0;
+    }
+}
+
+static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    (void)r;
+    const int algo = mca_coll_gpuwire.move_algorithm;
+    if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
+    if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
+    if ((GW_COLL_ALLTOALL == a->id || GW_COLL_ALLTOALLV == a->id) && MPI_IN_PLACE == a->sbuf)
+        return false;
+    return true;
+}
+
+static char *block(const void *base, struct ompi_datatype_t *dt, ptrdiff_t elems)
+{
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_extent(dt, &lb, &extent);
+    return (char *)base + elems * extent;
+}
+
+/* Blocks of no bytes are not sent, on either side (the type signatures of a
+ * pair match, so both see zero), as Open MPI's linear algorithms skip them. */
+static size_t bytes_of(struct ompi_datatype_t *dt, int count)
+{
+    size_t size = 0;
+    ompi_datatype_type_size(dt, &size);
+    return size * (size_t)count;
+}
+
+static int post_recv(move_t *c, void *buf, int count, struct ompi_datatype_t *dt, int peer)
+{
+    c->want[c->nreqs] = bytes_of(dt, count);
+    if (0 == c->want[c->nreqs]) return OMPI_SUCCESS;
+    int rc = MCA_PML_CALL(irecv(buf, count, dt, peer, tag_of(c->a->id), c->a->comm,
+                                &c->reqs[c->nreqs]));
+    if (OMPI_SUCCESS == rc) ++c->nreqs;
+    return rc;
+}
+
+static int post_send(move_t *c, const void *buf, int count, struct ompi_datatype_t *dt, int peer)
+{
+    if (0 == bytes_of(dt, count)) return OMPI_SUCCESS;
+    c->want[c->nreqs] = SIZE_MAX;
+    int rc = MCA_PML_CALL(isend((void *)buf, count, dt, peer, tag_of(c->a->id),
+                                MCA_PML_BASE_SEND_STANDARD, c->a->comm, &c->reqs[c->nreqs]));
+    if (OMPI_SUCCESS == rc) ++c->nreqs;
+    return rc;
+}
+
+/* Waits for everything posted (also after a failed post: no request may be
+ * left behind) and checks that every receive brought its whole block. */
+static int finish(move_t *c, int rc)
+{
+    ompi_status_public_t *st = c->st;
+    int wrc = c->nreqs ? ompi_request_wait_all(c->nreqs, c->reqs, st) : OMPI_SUCCESS;
+    if (OMPI_SUCCESS == rc && OMPI_SUCCESS != wrc) {
+        snprintf(c->why, sizeof(c->why), "a message failed (%d)", wrc);
+        rc = move_fail(c, "point-to-point");
+    }
+    for (size_t i = 0; OMPI_SUCCESS == rc && i < c->nreqs; ++i) {
+        if (SIZE_MAX == c->want[i] || st[i]._ucount == c->want[i]) continue;
+        snprintf(c->why, sizeof(c->why),
+                 "rank %d received %zu of %zu bytes from rank %d: ranks passed different memory "
+                 "kinds (host memory only on some, device memory on others); set "
+                 "coll_gpuwire_move_algorithm staged",
+                 c->me, st[i]._ucount, c->want[i], st[i].MPI_SOURCE);
+        rc = move_fail(c, "mismatched algorithms");
+    }
+    return rc;
+}
+
+static int run_bcast(move_t *c)
+{
+    const gw_coll_args_t *a = c->a;
+    if (c->me != a->root) return post_recv(c, a->rbuf, a->count, a->dtype, a->root);
+    int rc = OMPI_SUCCESS;
+    for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        rc = post_send(c, a->rbuf, a->count, a->dtype, (a->root + k) % c->n);
+    }
+    return rc;
+}
+
+/* Receives first (a message finds its receive posted), then sends, both
+ * starting with the next rank so that not every rank sends to rank 0 first. */
+static int run_allgather(move_t *c, bool v)
+{
+    const gw_coll_args_t *a = c->a;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    int rc = OMPI_SUCCESS;
+    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        const int j = (c->me + k) % c->n;
+        if (in_place && j == c->me) continue;
+        rc = post_recv(c, block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)j * a->rcount),
+                       v ? a->rcounts[j] : a->rcount, a->rdtype, j);
+    }
+    const void *sbuf = a->sbuf;
+    int scount = a->scount;
+    struct ompi_datatype_t *sdt = a->sdtype;
+    if (in_place) { /* my block of the receive buffer */
+        sbuf = block(a->rbuf, a->rdtype, v ? a->rdispls[c->me] : (ptrdiff_t)c->me * a->rcount);
+        scount = v ? a->rcounts[c->me] : a->rcount;
+        sdt = a->rdtype;
+    }
+    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        const int j = (c->me + k) % c->n;
+        if (in_place && j == c->me) continue;
+        rc = post_send(c, sbuf, scount, sdt, j);
+    }
+    return rc;
+}
+
+static int run_alltoall(move_t *c, bool v)
+{
+    const gw_coll_args_t *a = c->a;
+    int rc = OMPI_SUCCESS;
+    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        const int j = (c->me + k) % c->n;
+        rc = post_recv(c, block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)j * a->rcount),
+                       v ? a->rcounts[j] : a->rcount, a->rdtype, j);
+    }
+    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        const int j = (c->me + k) % c->n;
+        rc = post_send(c, block(a->sbuf, a->sdtype, v ? a->sdispls[j] : (ptrdiff_t)j * a->scount),
+                       v ? a->scounts[j] : a->scount, a->sdtype, j);
+    }
+    return rc;
+}
+
+static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    (void)m;
+    (void)request; /* blocking forms only (accepts) */
+    move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm)};
+    if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return move_fail(&c, "device sync");
+    const size_t cap = 2 * (size_t)c.n;
+    c.reqs = malloc(cap * sizeof(*c.reqs));
+    c.st = malloc(cap * sizeof(*c.st));
+    c.want = malloc(cap * sizeof(*c.want));
+    if (NULL == c.reqs || NULL == c.st || NULL == c.want) {
+        free(c.reqs);
+        free(c.st);
+        free(c.want);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    int rc;
+    switch (a->id) {
+    case GW_COLL_BCAST: rc = run_bcast(&c); break;
+    case GW_COLL_ALLGATHER: rc = run_allgather(&c, false); break;
+    case GW_COLL_ALLGATHERV: rc = run_allgather(&c, true); break;
+    case GW_COLL_ALLTOALL: rc = run_alltoall(&c, false); break;
+    case GW_COLL_ALLTOALLV: rc = run_alltoall(&c, true); break;
+    default: rc = OMPI_ERR_NOT_SUPPORTED; break;
+    }
+    rc = finish(&c, rc);
+    free(c.want);
+    free(c.st);
+    free(c.reqs);
+    return rc;
+}
+
+const gw_coll_algorithm_t gw_coll_devmove = {"device-move", devmove_accepts, devmove_run};
