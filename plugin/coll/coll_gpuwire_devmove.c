@@ -5,8 +5,9 @@
  * all posted at once: the pml moves device memory (pml gpuwire: CUDA IPC over
  * NVLink, the copy engines at link speed, any datatype packed on the GPU), so
  * nothing is staged through host memory and nothing here touches the bytes.
- * A rank's own block of Allgather(v)/Alltoall(v) is a message to itself (the
- * pml copies it on the GPU).
+ * A rank's own block of Allgather(v)/Alltoall(v) is one copy on the GPU's
+ * stream where both sides are contiguous, else a message to itself (the pml
+ * packs and unpacks it).
  *
  *   bcast            the root sends to every rank (one message each)
  *   allgather(v)     every rank sends its block to every rank
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "coll_gpuwire_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/base/coll_tags.h"
@@ -38,6 +40,9 @@
 typedef struct {
     const gw_coll_args_t *a;
     int me, n;
+    int gpu;          /* the stream of a local block copy */
+    uint64_t ticket;  /* of the local block copy */
+    bool copying;     /* a local block copy was started */
     ompi_request_t **reqs;
     ompi_status_public_t *st;
     size_t *want; /* bytes each receive must bring; SIZE_MAX: a send */
@@ -110,12 +115,38 @@ static int post_send(move_t *c, const void *buf, int count, struct ompi_datatype
     return rc;
 }
 
+/* This rank's own block, scount sdt at src to rcount rdt at dst. */
+static int local_block(move_t *c, void *dst, int rcount, struct ompi_datatype_t *rdt,
+                       const void *src, int scount, struct ompi_datatype_t *sdt)
+{
+    const size_t bytes = bytes_of(rdt, rcount);
+    if (0 == bytes || c->gpu < 0 || bytes != bytes_of(sdt, scount) ||
+        !ompi_datatype_is_contiguous_memory_layout(rdt, rcount) ||
+        !ompi_datatype_is_contiguous_memory_layout(sdt, scount)) {
+        int rc = post_recv(c, dst, rcount, rdt, c->me);
+        return OMPI_SUCCESS == rc ? post_send(c, src, scount, sdt, c->me) : rc;
+    }
+    ptrdiff_t rlb, rext, slb, sext;
+    ompi_datatype_get_true_extent(rdt, &rlb, &rext);
+    ompi_datatype_get_true_extent(sdt, &slb, &sext);
+    if (0 != gw_coll_copy_start((char *)dst + rlb, (const char *)src + slb, bytes, c->gpu,
+                                &c->ticket, c->why, sizeof(c->why))) {
+        return move_fail(c, "device copy");
+    }
+    c->copying = true;
+    return OMPI_SUCCESS;
+}
+
 /* Waits for everything posted (also after a failed post: no request may be
  * left behind) and checks that every receive brought its whole block. */
 static int finish(move_t *c, int rc)
 {
     ompi_status_public_t *st = c->st;
     int wrc = c->nreqs ? ompi_request_wait_all(c->nreqs, c->reqs, st) : OMPI_SUCCESS;
+    if (c->copying && 0 != gw_coll_copy_wait(c->gpu, c->ticket, c->why, sizeof(c->why)) &&
+        OMPI_SUCCESS == rc) {
+        rc = move_fail(c, "device copy");
+    }
     if (OMPI_SUCCESS == rc && OMPI_SUCCESS != wrc) {
         snprintf(c->why, sizeof(c->why), "a message failed (%d)", wrc);
         rc = move_fail(c, "point-to-point");
@@ -150,9 +181,8 @@ static int run_allgather(move_t *c, bool v)
     const gw_coll_args_t *a = c->a;
     const bool in_place = MPI_IN_PLACE == a->sbuf;
     int rc = OMPI_SUCCESS;
-    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+    for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
         const int j = (c->me + k) % c->n;
-        if (in_place && j == c->me) continue;
         rc = post_recv(c, block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)j * a->rcount),
                        v ? a->rcounts[j] : a->rcount, a->rdtype, j);
     }
@@ -164,10 +194,13 @@ static int run_allgather(move_t *c, bool v)
         scount = v ? a->rcounts[c->me] : a->rcount;
         sdt = a->rdtype;
     }
-    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
-        const int j = (c->me + k) % c->n;
-        if (in_place && j == c->me) continue;
-        rc = post_send(c, sbuf, scount, sdt, j);
+    for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
+        rc = post_send(c, sbuf, scount, sdt, (c->me + k) % c->n);
+    }
+    if (OMPI_SUCCESS == rc && !in_place) {
+        const int j = c->me;
+        rc = local_block(c, block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)j * a->rcount),
+                         v ? a->rcounts[j] : a->rcount, a->rdtype, sbuf, scount, sdt);
     }
     return rc;
 }
@@ -176,16 +209,21 @@ static int run_alltoall(move_t *c, bool v)
 {
     const gw_coll_args_t *a = c->a;
     int rc = OMPI_SUCCESS;
-    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+#define RBLOCK(j) block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)(j) * a->rcount), \
+                  v ? a->rcounts[j] : a->rcount, a->rdtype
+#define SBLOCK(j) block(a->sbuf, a->sdtype, v ? a->sdispls[j] : (ptrdiff_t)(j) * a->scount), \
+                  v ? a->scounts[j] : a->scount, a->sdtype
+    for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
         const int j = (c->me + k) % c->n;
-        rc = post_recv(c, block(a->rbuf, a->rdtype, v ? a->rdispls[j] : (ptrdiff_t)j * a->rcount),
-                       v ? a->rcounts[j] : a->rcount, a->rdtype, j);
+        rc = post_recv(c, RBLOCK(j), j);
     }
-    for (int k = 0; k < c->n && OMPI_SUCCESS == rc; ++k) {
+    for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
         const int j = (c->me + k) % c->n;
-        rc = post_send(c, block(a->sbuf, a->sdtype, v ? a->sdispls[j] : (ptrdiff_t)j * a->scount),
-                       v ? a->scounts[j] : a->scount, a->sdtype, j);
+        rc = post_send(c, SBLOCK(j), j);
     }
+    if (OMPI_SUCCESS == rc) rc = local_block(c, RBLOCK(c->me), SBLOCK(c->me));
+#undef RBLOCK
+#undef SBLOCK
     return rc;
 }
 
@@ -194,7 +232,10 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     (void)m;
     (void)request; /* blocking forms only (accepts) */
-    move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm)};
+    move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm), .gpu = -1};
+    for (int i = GW_REGION_COUNT - 1; i >= 0 && c.gpu < 0; --i) {
+        if (r[i].hi > r[i].lo && r[i].on_gpu) c.gpu = r[i].gpu; /* the receive side's first */
+    }
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return move_fail(&c, "device sync");
     const size_t cap = 2 * (size_t)c.n;
     c.reqs = malloc(cap * sizeof(*c.reqs));
