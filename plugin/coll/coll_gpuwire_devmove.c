@@ -34,12 +34,11 @@
 #include "coll_gpuwire_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "ompi/datatype/ompi_datatype.h"
-#include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 
 typedef struct {
     const gw_coll_args_t *a;
-    int me, n;
+    int me, n, tag;
     int gpu;          /* the stream of a local block copy */
     uint64_t ticket;  /* of the local block copy */
     bool copying;     /* a local block copy was started */
@@ -56,24 +55,13 @@ static int move_fail(move_t *c, const char *what)
     return OMPI_ERROR;
 }
 
-static int tag_of(gw_coll_id_t id)
-{
-    switch (id) {
-    case GW_COLL_BCAST: return MCA_COLL_BASE_TAG_BCAST;
-    case GW_COLL_ALLGATHER: return MCA_COLL_BASE_TAG_ALLGATHER;
-    case GW_COLL_ALLGATHERV: return MCA_COLL_BASE_TAG_ALLGATHERV;
-    case GW_COLL_ALLTOALL: return MCA_COLL_BASE_TAG_ALLTOALL;
-    case GW_COLL_ALLTOALLV: return MCA_COLL_BASE_TAG_ALLTOALLV;
-    default: return 0;
-    }
-}
-
 static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    const int algo = mca_coll_gpuwire.move_algorithm;
-    if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
-    if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
+    const unsigned moves = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
+                           GW_COLL_BIT(GW_COLL_ALLGATHERV) | GW_COLL_BIT(GW_COLL_ALLTOALL) |
+                           GW_COLL_BIT(GW_COLL_ALLTOALLV);
+    if (!gw_coll_p2p_accepts(a, moves, mca_coll_gpuwire.move_algorithm)) return false;
     if ((GW_COLL_ALLTOALL == a->id || GW_COLL_ALLTOALLV == a->id) && MPI_IN_PLACE == a->sbuf)
         return false;
     return true;
@@ -99,7 +87,7 @@ static int post_recv(move_t *c, void *buf, int count, struct ompi_datatype_t *dt
 {
     c->want[c->nreqs] = bytes_of(dt, count);
     if (0 == c->want[c->nreqs]) return OMPI_SUCCESS;
-    int rc = MCA_PML_CALL(irecv(buf, count, dt, peer, tag_of(c->a->id), c->a->comm,
+    int rc = MCA_PML_CALL(irecv(buf, count, dt, peer, c->tag, c->a->comm,
                                 &c->reqs[c->nreqs]));
     if (OMPI_SUCCESS == rc) ++c->nreqs;
     return rc;
@@ -109,7 +97,7 @@ static int post_send(move_t *c, const void *buf, int count, struct ompi_datatype
 {
     if (0 == bytes_of(dt, count)) return OMPI_SUCCESS;
     c->want[c->nreqs] = SIZE_MAX;
-    int rc = MCA_PML_CALL(isend((void *)buf, count, dt, peer, tag_of(c->a->id),
+    int rc = MCA_PML_CALL(isend((void *)buf, count, dt, peer, c->tag,
                                 MCA_PML_BASE_SEND_STANDARD, c->a->comm, &c->reqs[c->nreqs]));
     if (OMPI_SUCCESS == rc) ++c->nreqs;
     return rc;
@@ -232,7 +220,8 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     (void)m;
     (void)request; /* blocking forms only (accepts) */
-    move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm), .gpu = -1};
+    move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm),
+                .tag = gw_coll_tag(a->id), .gpu = -1};
     for (int i = GW_REGION_COUNT - 1; i >= 0 && c.gpu < 0; --i) {
         if (r[i].hi > r[i].lo && r[i].on_gpu) c.gpu = r[i].gpu; /* the receive side's first */
     }

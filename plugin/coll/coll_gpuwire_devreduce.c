@@ -61,7 +61,6 @@
 #include "coll_gpuwire_dispatch.h"
 #include "gpuwire/cuda/reduce.h"
 #include "ompi/datatype/ompi_datatype.h"
-#include "ompi/mca/coll/base/coll_tags.h"
 #include "ompi/mca/pml/pml.h"
 #include "ompi/op/op.h"
 #include "opal/runtime/opal_progress.h"
@@ -511,28 +510,17 @@ static int run_scan(ctx_t *c, bool exclusive)
  * The algorithm: accepts and run
  * ------------------------------------------------------------------------ */
 
-static int tag_of(gw_coll_id_t id)
-{
-    switch (id) {
-    case GW_COLL_ALLREDUCE: return MCA_COLL_BASE_TAG_ALLREDUCE;
-    case GW_COLL_REDUCE: return MCA_COLL_BASE_TAG_REDUCE;
-    case GW_COLL_REDUCE_SCATTER: return MCA_COLL_BASE_TAG_REDUCE_SCATTER;
-    case GW_COLL_REDUCE_SCATTER_BLOCK: return MCA_COLL_BASE_TAG_REDUCE_SCATTER_BLOCK;
-    case GW_COLL_SCAN: return MCA_COLL_BASE_TAG_SCAN;
-    case GW_COLL_EXSCAN: return MCA_COLL_BASE_TAG_EXSCAN;
-    default: return 0;
-    }
-}
-
 /* The dispatch asks only when a significant buffer of this rank is device
  * memory. Nothing here may depend on this rank's buffers: other ranks of the
  * call decide from the same arguments (see the comment at the top). */
 static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    const int algo = mca_coll_gpuwire.reduce_algorithm;
-    if (GW_REDUCE_ALGO_STAGED == algo || a->nonblocking || 0 == tag_of(a->id)) return false;
-    if (GW_REDUCE_ALGO_AUTO == algo && !mca_coll_gpuwire.device_p2p) return false;
+    const unsigned reductions = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
+                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
+                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK) |
+                                GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
+    if (!gw_coll_p2p_accepts(a, reductions, mca_coll_gpuwire.reduce_algorithm)) return false;
     int op, type;
     return gw_coll_table_ids(a->op, a->dtype, &op, &type);
 }
@@ -629,7 +617,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                          gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
     gw_coll_args_t eff = *a; /* the buffers the ring works on */
-    ctx_t c = {.a = &eff, .comm = a->comm, .tag = tag_of(a->id)};
+    ctx_t c = {.a = &eff, .comm = a->comm, .tag = gw_coll_tag(a->id)};
     if (!gw_coll_table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
     c.es = gw_reduce_type_size(c.type);
     c.me = ompi_comm_rank(a->comm);

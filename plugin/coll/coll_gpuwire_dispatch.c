@@ -4,6 +4,7 @@
 #include "coll_gpuwire_dispatch.h"
 
 #include "coll_gpuwire_device.h"
+#include "ompi/mca/coll/base/coll_tags.h"
 
 static int passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
@@ -56,6 +57,37 @@ static int classify(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
         if (mem.on_gpu) *kind = GW_MEM_DEVICE;
     }
     return OMPI_SUCCESS;
+}
+
+int gw_coll_tag(gw_coll_id_t id)
+{
+    static const int tags[GW_COLL_COUNT] = {
+        [GW_COLL_ALLGATHER] = MCA_COLL_BASE_TAG_ALLGATHER,
+        [GW_COLL_ALLGATHERV] = MCA_COLL_BASE_TAG_ALLGATHERV,
+        [GW_COLL_ALLREDUCE] = MCA_COLL_BASE_TAG_ALLREDUCE,
+        [GW_COLL_ALLTOALL] = MCA_COLL_BASE_TAG_ALLTOALL,
+        [GW_COLL_ALLTOALLV] = MCA_COLL_BASE_TAG_ALLTOALLV,
+        [GW_COLL_ALLTOALLW] = MCA_COLL_BASE_TAG_ALLTOALLW,
+        [GW_COLL_BCAST] = MCA_COLL_BASE_TAG_BCAST,
+        [GW_COLL_EXSCAN] = MCA_COLL_BASE_TAG_EXSCAN,
+        [GW_COLL_GATHER] = MCA_COLL_BASE_TAG_GATHER,
+        [GW_COLL_GATHERV] = MCA_COLL_BASE_TAG_GATHERV,
+        [GW_COLL_REDUCE] = MCA_COLL_BASE_TAG_REDUCE,
+        [GW_COLL_REDUCE_SCATTER] = MCA_COLL_BASE_TAG_REDUCE_SCATTER,
+        [GW_COLL_REDUCE_SCATTER_BLOCK] = MCA_COLL_BASE_TAG_REDUCE_SCATTER_BLOCK,
+        [GW_COLL_SCAN] = MCA_COLL_BASE_TAG_SCAN,
+        [GW_COLL_SCATTER] = MCA_COLL_BASE_TAG_SCATTER,
+        [GW_COLL_SCATTERV] = MCA_COLL_BASE_TAG_SCATTERV,
+        [GW_COLL_BARRIER] = MCA_COLL_BASE_TAG_BARRIER,
+    };
+    return tags[id];
+}
+
+bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm)
+{
+    if (GW_REDUCE_ALGO_STAGED == algorithm || a->nonblocking || !(ids & GW_COLL_BIT(a->id)))
+        return false;
+    return GW_REDUCE_ALGO_AUTO != algorithm || mca_coll_gpuwire.device_p2p;
 }
 
 int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,

@@ -147,6 +147,17 @@ extern const gw_coll_algorithm_t gw_coll_devreduce;
  * buffers (coll_gpuwire_devmove.c). */
 extern const gw_coll_algorithm_t gw_coll_devmove;
 
+/* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
+ * over point-to-point send with it, as Open MPI's own algorithms do. */
+int gw_coll_tag(gw_coll_id_t id);
+
+#define GW_COLL_BIT(id) (1u << (id))
+/* Whether a call of one of the collectives in ids (GW_COLL_BIT of each) runs
+ * over point-to-point under algorithm (GW_REDUCE_ALGO_*: its blocking forms
+ * only, on the GPU where auto and the pml moves device buffers). Decided from
+ * what is the same on every rank. */
+bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm);
+
 /* With coll_gpuwire_device_sync, waits for the legacy default stream of every
  * GPU whose memory a significant region of the call is: the application's
  * work queued there comes first. 0, or -1 with why. */
