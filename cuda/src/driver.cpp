@@ -250,6 +250,17 @@ Status Driver::host_free(void* ptr) {
   return rt_check(cudaFreeHost(ptr), "cudaFreeHost");
 }
 
+Status Driver::host_register(void* ptr, size_t bytes, int device) {
+  DeviceGuard guard(device);
+  if (!guard.status()) return guard.status();
+  return rt_check(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+}
+
+Status Driver::host_unregister(void* ptr) {
+  if (!available_) return Status::error(Errc::no_device, reason_);
+  return rt_check(cudaHostUnregister(ptr), "cudaHostUnregister");
+}
+
 bool Driver::stream_write_value64(int device) const {
   if (!available_ || !entry_->cuStreamWriteValue64) return false;
   CUdevice dev = 0;
@@ -312,6 +323,8 @@ Status Driver::ipc_open(const IpcHandle&, int, uintptr_t*) { return no_cuda_stat
 Status Driver::ipc_close(uintptr_t, int) { return no_cuda_status(); }
 Status Driver::host_alloc(size_t, int, void**) { return no_cuda_status(); }
 Status Driver::host_free(void*) { return no_cuda_status(); }
+Status Driver::host_register(void*, size_t, int) { return no_cuda_status(); }
+Status Driver::host_unregister(void*) { return no_cuda_status(); }
 bool Driver::stream_write_value64(int) const { return false; }
 Status Driver::push_device(int, void**, bool*) { return no_cuda_status(); }
 void Driver::pop_device(void*) {}

@@ -151,16 +151,32 @@ class FakeDriver : public DriverApi {
     return Status{};
   }
   size_t host_live() const { return host_.size(); }
+  Status host_register(void* p, size_t bytes, int device) override {
+    ++host_registers;
+    last_host_device = device;
+    if (fail_host_register) return Status::runtime_error("cudaHostRegister", 2);
+    registered_[p] = bytes;
+    return Status{};
+  }
+  Status host_unregister(void* p) override {
+    ++host_unregisters;
+    if (registered_.erase(p) == 0) return Status::runtime_error("cudaHostUnregister", 1);
+    return Status{};
+  }
+  size_t registered_live() const { return registered_.size(); }
 
   // Counters and knobs, read and set by the tests.
   int attribute_queries = 0, id_queries = 0, vmm_queries = 0;
   int ipc_gets = 0, ipc_opens = 0, ipc_closes = 0, bad_closes = 0;
   int host_allocs = 0, host_frees = 0;
+  int host_registers = 0, host_unregisters = 0;
+  bool fail_host_register = false;
   int last_host_device = -1;  // whose context made the last pinned allocation
   int fail_opens = 0;
   bool fail_queries = false, fail_host_alloc = false;
   std::function<void(uintptr_t)> on_query;  // runs inside pointer_attributes
   std::set<uintptr_t> closed_maps;
+  std::map<void*, size_t> registered_;
 
  private:
   int devices_;

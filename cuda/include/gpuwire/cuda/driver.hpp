@@ -74,6 +74,10 @@ class DriverApi {
   // devices' address space. `device`'s context makes the allocation.
   virtual Status host_alloc(size_t bytes, int device, void** out) = 0;
   virtual Status host_free(void* ptr) = 0;
+  // Pins memory the caller mapped (a shared-memory segment), portable: copies
+  // on every device run from and to it at full speed. Unregister before unmapping.
+  virtual Status host_register(void* ptr, size_t bytes, int device) = 0;
+  virtual Status host_unregister(void* ptr) = 0;
 };
 
 struct DriverEntryPoints;  // defined in the module's private sources
@@ -97,6 +101,8 @@ class Driver final : public DriverApi {
   Status ipc_close(uintptr_t mapped, int device) override;
   Status host_alloc(size_t bytes, int device, void** out) override;
   Status host_free(void* ptr) override;
+  Status host_register(void* ptr, size_t bytes, int device) override;
+  Status host_unregister(void* ptr) override;
 
   // Whether streams of `device` can write 64-bit values (cuStreamWriteValue64).
   bool stream_write_value64(int device) const;
