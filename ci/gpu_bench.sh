@@ -58,8 +58,11 @@ if [ -x "$OSU/osu_latency" ]; then
         osu bw_DD $GW -- "$OSU/osu_bw" -d cuda -m 4096:268435456 D D
         osu bibw_DD $GW -- "$OSU/osu_bibw" -d cuda -m 4096:268435456 D D
     fi
+    # IPC off: shared staging slots (the default) against whole messages
+    # through UCX and chunked transfers through UCX.
     osu bw_DD_staged $GW --mca pml_gpuwire_ipc 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
-    osu bw_DD_chunked $GW --mca pml_gpuwire_ipc 0 --mca pml_gpuwire_staged_chunked 1 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
+    osu bw_DD_noshared $GW --mca pml_gpuwire_ipc 0 --mca pml_gpuwire_shared_staging 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
+    osu bw_DD_chunked $GW --mca pml_gpuwire_ipc 0 --mca pml_gpuwire_staged_chunked 1 --mca pml_gpuwire_shared_staging 0 -- "$OSU/osu_bw" -d cuda -m 4096:67108864 D D
     osu bw_HD $GW -- "$OSU/osu_bw" -d cuda -m 4096:67108864 H D
     # Host 8 B latency, ranks bound to cores, the two PMLs alternating.
     BOUND="mpirun --allow-run-as-root -np 2 --bind-to core --map-by core --mca mca_base_component_path $CPATH_GW"
@@ -101,11 +104,15 @@ if [ -x "$OSU/osu_latency" ]; then
             echo "| osu_bibw D D $m MiB (MB/s) | $vb | $(awk -v p="$pv" 'BEGIN { if (p > 0) print 2 * p }') (2x peer) | $(ratio "$vb" "$(awk -v p="$pv" 'BEGIN { print 2 * p }')") |"
         done
         h2d=$(awk '/^pinned H2D 64 MiB/ {printf "%.0f", $(NF-1) * 1000}' "$OUT/floor.txt")
+        d2h=$(awk '/^pinned D2H 64 MiB/ {printf "%.0f", $(NF-1) * 1000}' "$OUT/floor.txt")
         [ -n "$h2d" ] || h2d=55000
-        for m in 4 64; do
+        # A staged message needs both DMAs: the slower one is the limit.
+        lim=$h2d; [ -n "$d2h" ] && [ "$d2h" -lt "$h2d" ] && lim=$d2h
+        for m in 1 4 16 64; do
             b=$((m * 1048576))
-            echo "| osu_bw D D staged $m MiB (MB/s) | $(val bw_DD_staged $b) | $h2d (pinned H2D) | $(ratio "$(val bw_DD_staged $b)" "$h2d") |"
-            echo "| osu_bw D D staged, chunked $m MiB (MB/s) | $(val bw_DD_chunked $b) | $h2d (pinned H2D) | $(ratio "$(val bw_DD_chunked $b)" "$h2d") |"
+            echo "| osu_bw D D staged (shared slots) $m MiB (MB/s) | $(val bw_DD_staged $b) | $lim (pinned copy, H2D $h2d / D2H ${d2h:-?}) | $(ratio "$(val bw_DD_staged $b)" "$lim") |"
+            echo "| osu_bw D D staged, whole messages through UCX $m MiB (MB/s) | $(val bw_DD_noshared $b) | $lim | $(ratio "$(val bw_DD_noshared $b)" "$lim") |"
+            echo "| osu_bw D D staged, chunked through UCX $m MiB (MB/s) | $(val bw_DD_chunked $b) | $lim | $(ratio "$(val bw_DD_chunked $b)" "$lim") |"
             echo "| osu_bw H D $m MiB (MB/s) | $(val bw_HD $b) | | |"
         done
         med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }

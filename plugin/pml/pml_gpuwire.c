@@ -127,6 +127,9 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;
     p.pinned_bounce_bytes = mca_pml_gpuwire_params.pinned_bounce_bytes;
     p.staging_bytes = mca_pml_gpuwire_params.staging_bytes;
+    p.shared_staging = mca_pml_gpuwire_params.shared_staging ? 1 : 0;
+    p.shared_staging_min = mca_pml_gpuwire_params.shared_staging_min;
+    p.shared_staging_bytes = mca_pml_gpuwire_params.shared_staging_bytes;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));

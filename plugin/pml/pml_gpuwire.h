@@ -58,6 +58,9 @@ typedef struct {
     size_t ipc_cache_bytes;
     size_t pinned_bounce_bytes; /* pinned whole-message staging buffers kept; 0: none */
     size_t staging_bytes;       /* pinned staging chunks, at most */
+    bool shared_staging;        /* same-node device messages without IPC: shared slots */
+    size_t shared_staging_min;  /* ... from this size */
+    size_t shared_staging_bytes; /* this process's shared slots */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

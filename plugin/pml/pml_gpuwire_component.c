@@ -126,6 +126,25 @@ static const struct {
      "through plain host memory",
      MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.staging_bytes},
+    {"shared_staging",
+     "Device memory without CUDA IPC to a process of this node (pml_gpuwire_ipc 0, or memory "
+     "IPC cannot export): 1 (the default) moves messages of at least "
+     "pml_gpuwire_shared_staging_min bytes through staging slots in host memory both "
+     "processes map and pin (one DMA out of one GPU, one into the other, no CPU copy); 0 "
+     "sends them through UCX",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.shared_staging},
+    {"shared_staging_min",
+     "Smallest device message sent through the shared staging slots "
+     "(pml_gpuwire_shared_staging)",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.shared_staging_min},
+    {"shared_staging_bytes",
+     "Host memory of this process's shared staging slots (pml_gpuwire_chunk_bytes each, "
+     "at most 256 slots), pinned once on first use; every process of the node that receives "
+     "from it maps and pins it too",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.shared_staging_bytes},
 };
 
 static int component_register(void);
@@ -157,6 +176,9 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .pace_poll_us = 100,
     .pinned_bounce_bytes = (size_t)256 << 20,
     .staging_bytes = (size_t)64 << 20,
+    .shared_staging = true,
+    .shared_staging_min = (size_t)256 << 10,
+    .shared_staging_bytes = (size_t)32 << 20,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -225,6 +247,11 @@ static int component_open(void)
          "0 switches the pinned bounce buffers off"},
         {"pml_gpuwire_staging_bytes", GW_PARAM_SIZE, &mca_pml_gpuwire_params.staging_bytes, 1,
          (int64_t)1 << 40, NULL},
+        {"pml_gpuwire_shared_staging_min", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.shared_staging_min, 1, GW_PARAM_MAX_MESSAGE, NULL},
+        {"pml_gpuwire_shared_staging_bytes", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.shared_staging_bytes, 1, (int64_t)1 << 40,
+         "set pml_gpuwire_shared_staging 0 to switch the shared staging slots off"},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

@@ -41,6 +41,13 @@ static const struct {
     COUNTER("staging_heap_chunks",
           "Chunks staged in plain host memory (every pinned chunk on loan)",
           staging_heap_chunks),
+    COUNTER("shared_chunks",
+          "Chunks of device messages staged through host memory shared with a receiver on "
+          "this node (pml_gpuwire_shared_staging)",
+          shared_chunks),
+    COUNTER("shared_slot_waits",
+          "Chunks that waited for a shared staging slot (every slot with a receiver)",
+          shared_slot_waits),
     COUNTER("pinned_bounce_hits",
           "Device messages staged whole through a pinned buffer pinned before",
           pinned_bounce_hits),

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "device_test.h"
+#include "mpi_pvar.h"
 #include "mpitest.h"
 
 enum kind { K_HOST, K_DEVICE, K_MANAGED, K_POOL, K_NKINDS };
@@ -214,11 +215,44 @@ static void truncation(void)
     }
 }
 
+/* GW_TEST_EXPECT_SHARED=1: the run must have moved chunks through the shared
+ * staging slots (pml_gpuwire_shared_chunks on the sender, rank 0). A counter
+ * handle counts from its allocation: opened before the messages, read after. */
+static MPI_T_pvar_session pv_session;
+static MPI_T_pvar_handle pv_shared;
+
+static void shared_chunks_open(void)
+{
+    int idx = find_pvar("pml_gpuwire_shared_chunks"), count = 0;
+    MT_CHECK(idx >= 0);
+    MT_CHECK_EQ(MPI_T_pvar_session_create(&pv_session), MPI_SUCCESS);
+    if (idx >= 0)
+        MT_CHECK_EQ(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_shared, &count),
+                    MPI_SUCCESS);
+}
+
+static unsigned long long shared_chunks_close(void)
+{
+    unsigned long long v = 0;
+    MT_CHECK_EQ(MPI_T_pvar_read(pv_session, pv_shared, &v), MPI_SUCCESS);
+    MPI_T_pvar_handle_free(pv_session, &pv_shared);
+    MPI_T_pvar_session_free(&pv_session);
+    return v;
+}
+
 int main(int argc, char **argv)
 {
+    const char *expect = getenv("GW_TEST_EXPECT_SHARED");
+    const int expect_shared = expect && atoi(expect) == 1;
+    int provided = 0;
+    if (expect_shared) MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
     int dev = device_test_select_gpu();
-    if (dev < 0) return mt_skip("no GPU on this machine");
+    if (dev < 0) {
+        if (expect_shared) MPI_T_finalize();
+        return mt_skip("no GPU on this machine");
+    }
+    if (expect_shared && mt_rank == 0) shared_chunks_open();
 
     for (int sk = 0; sk < K_NKINDS; ++sk)
         for (int rk = 0; rk < K_NKINDS; ++rk)
@@ -234,5 +268,13 @@ int main(int argc, char **argv)
     many_outstanding();
     MPI_Barrier(MPI_COMM_WORLD);
     truncation();
+    if (expect_shared) {
+        if (mt_rank == 0) {
+            unsigned long long n = shared_chunks_close();
+            if (n == 0) mt_fail(__FILE__, __LINE__, "no chunk went through the shared slots");
+            else printf("shared staging chunks sent by rank 0: %llu\n", n);
+        }
+        MPI_T_finalize();
+    }
     return mt_finish();
 }

@@ -46,6 +46,9 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->pace_poll_us = 100;
     params->pinned_bounce_bytes = size_t{256} << 20;
     params->staging_bytes = size_t{64} << 20;
+    params->shared_staging = 1;
+    params->shared_staging_min = size_t{256} << 10;
+    params->shared_staging_bytes = size_t{32} << 20;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

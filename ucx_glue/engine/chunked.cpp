@@ -28,7 +28,8 @@ XferSlot *Engine::slot_of_token(void *token)
 }
 
 gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
-                                       const void *buf, size_t len, int device, bool paced)
+                                       const void *buf, size_t len, int device, bool paced,
+                                       bool shared)
 {
     (void)peer;
     auto *x = new (std::nothrow) Xfer;
@@ -49,12 +50,30 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->len = len;
     x->chunk = params_.chunk_bytes;
     if (device >= 0) x->chunk = std::min(x->chunk, dev_->pinned_chunk_bytes());
+    if (shared) x->chunk = std::min(x->chunk, outbox_->slot_bytes());
     x->tag = chunk_tag(params_.my_peer, id);
     x->device = device;
     x->discard = false;
     x->paced = paced;
+    x->shared = shared;
     for (XferSlot &s : x->slots) s.x = x;
-    *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk), 0};
+    *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk),
+                       shared ? kChunkedShared : 0};
+    if (shared) {
+        // The receiver's GoMessage comes on the chunk tag, once it matched.
+        ucp_request_param_t gp = recv_param(&Engine::on_go, x);
+        ucs_status_ptr_t g = ucp_tag_recv_nbx(worker_, &x->go_msg, sizeof(x->go_msg), x->tag,
+                                              kCtxMask | kRankMask | kTagMask, &gp);
+        if (UCS_PTR_IS_ERR(g)) {
+            log(GW_LOG_ERROR, "shared-staging transfer could not start: %s",
+                ucs_status_string(UCS_PTR_STATUS(g)));
+            gw_host_buffer_free(h);
+            delete x;
+            return from_ucs(UCS_PTR_STATUS(g));
+        }
+        // (UCX may run on_go inside the call; not before the header is out.)
+        if (!x->go && x->status == GW_OK) x->go_req = g;
+    }
 
     op->side = h;
     op->waiting = kWaitSend | kWaitXfer;
@@ -65,7 +84,13 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
             ucs_status_string(UCS_PTR_STATUS(r)));
         gw_host_buffer_free(h);
         op->side = nullptr;
-        delete x;
+        if (x->go_req) {
+            // Cancelled: on_go runs inside the cancel and lets go of it.
+            ucp_request_cancel(worker_, x->go_req);
+            abandoned_.push_back(x);
+        } else {
+            delete x;
+        }
         return from_ucs(UCS_PTR_STATUS(r));
     }
     if (r == nullptr) send_done(op, UCS_OK);
@@ -98,19 +123,21 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
     x->tag = chunk_tag(h.src_peer, h.xfer_id);
     x->device = op->device;
     x->paced = false;
+    x->shared = (h.flags & kChunkedShared) != 0;
+    x->peer = h.src_peer;
     x->discard = h.length > op->cap;
     if (x->discard) {
         log(GW_LOG_INFO, "message of %llu bytes truncated: receive buffer holds %zu",
             (unsigned long long)h.length, op->cap);
         x->status = GW_ERR_TRUNCATE;
-    } else if (x->device >= 0 && (!dev_ || x->chunk > dev_->pinned_chunk_bytes())) {
+    } else if (!x->shared && x->device >= 0 && (!dev_ || x->chunk > dev_->pinned_chunk_bytes())) {
         log(GW_LOG_ERROR, "chunks of %zu bytes exceed the pinned staging chunks here; "
                           "set the same pml_gpuwire_chunk_bytes on every process",
             x->chunk);
         x->discard = true;
         x->status = GW_ERR_TRANSPORT;
     }
-    if (x->discard) {
+    if (x->discard && !x->shared) {
         x->scratch = gw_host_buffer_alloc(x->chunk);
         if (!x->scratch) {
             delete x;
@@ -122,8 +149,63 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
     ++stats_.chunked_recvs;
     if (!x->discard) stats_.bytes_received += h.length;
     if (x->device >= 0) ++stats_.device_recvs;
+    if (x->shared) send_go(*x, h.xfer_id);
     xfers_.push_back(x);
     advance(*x);
+}
+
+// Receiver of a shared-staging transfer: tells the sender it may fill slots.
+void Engine::send_go(Xfer &x, uint64_t xfer_id)
+{
+    gw_status_t st;
+    ucp_ep_h ep = endpoint(x.peer, st);
+    ucs_status_ptr_t r = nullptr;
+    if (ep) {
+        x.go_msg.xfer_id = xfer_id;
+        ucp_request_param_t rp = send_param(&Engine::on_go_sent, &x);
+        r = ucp_tag_send_nbx(ep, &x.go_msg, sizeof(x.go_msg), x.tag, &rp);
+        if (UCS_PTR_IS_ERR(r)) st = from_ucs(UCS_PTR_STATUS(r));
+    }
+    if (!ep || UCS_PTR_IS_ERR(r)) {
+        log(GW_LOG_ERROR, "the go-ahead of a %zu-byte transfer could not be sent to process %u: %s",
+            x.len, x.peer, gw_status_string(st));
+        fail_unstarted(x, st);
+        return;
+    }
+    x.go_req = r; // nullptr: done already
+}
+
+// A transfer none of whose chunks has started ends with st.
+void Engine::fail_unstarted(Xfer &x, gw_status_t st)
+{
+    if (x.status == GW_OK) x.status = st;
+    x.next = x.done = x.len;
+}
+
+void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                   void *user_data)
+{
+    auto *x = static_cast<Xfer *>(user_data);
+    const size_t length = info->length;
+    ucp_request_free(request);
+    x->go_req = nullptr;
+    if (status == UCS_OK && length == sizeof(GoMessage)) {
+        x->go = true;
+        return;
+    }
+    gw_status_t st = status == UCS_OK ? GW_ERR_TRANSPORT : from_ucs(status);
+    if (st != GW_ERR_CANCELED)
+        x->engine->log(GW_LOG_ERROR, "shared-staging transfer of %zu bytes: no go-ahead (%s)",
+                       x->len, gw_status_string(st));
+    x->engine->fail_unstarted(*x, st);
+}
+
+void Engine::on_go_sent(void *request, ucs_status_t status, void *user_data)
+{
+    auto *x = static_cast<Xfer *>(user_data);
+    ucp_request_free(request);
+    x->go_req = nullptr;
+    if (status != UCS_OK && x->status == GW_OK) x->status = from_ucs(status);
 }
 
 // Starts chunks while slots (and the pacer) allow; true when the transfer is over.
@@ -140,13 +222,24 @@ bool Engine::advance(Xfer &x)
         // Receiver-driven admission: a chunk is posted (and so moves) only
         // while the bytes posted over all transfers fit the window; one
         // chunk always may, or a chunk larger than the window never would.
-        if (!x.sending && params_.recv_window_bytes && recv_posted_bytes_ &&
+        if (!x.sending && !x.shared && params_.recv_window_bytes && recv_posted_bytes_ &&
             recv_posted_bytes_ + n > params_.recv_window_bytes) {
             ++stats_.window_deferrals;
             break;
         }
-        const bool staged = x.device >= 0 && !x.discard;
-        if (staged) {
+        const bool staged = x.device >= 0 && !x.discard && !x.shared;
+        if (x.shared && x.sending) {
+            // Slots only once the receiver has matched, so every slot lent
+            // is one a receiver is working through.
+            if (!x.go) break;
+            const int k = outbox_->acquire();
+            if (k < 0) {
+                ++stats_.shared_slot_waits;
+                break;
+            }
+            s.out_slot = k;
+            s.shared = outbox_->slot(k);
+        } else if (staged) {
             // A pinned slot, or host memory when every pinned chunk is on
             // loan: waiting for one could deadlock (a sender's slots held by
             // transfers its receiver has not reached, and the reverse).
@@ -164,7 +257,7 @@ bool Engine::advance(Xfer &x)
         x.next += n;
         start_chunk(x, s);
     }
-    if (x.done < x.len) return false;
+    if (x.done < x.len || x.go_req) return false;
     for (const XferSlot &s : x.slots)
         if (s.state != XferSlot::FREE) return false;
     return true;
@@ -190,6 +283,21 @@ void Engine::start_chunk(Xfer &x, XferSlot &s)
 void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
 {
     s.state = XferSlot::WIRE;
+    if (x.sending && x.shared) {
+        // The chunk is in the slot: the slot goes to the receiver, the
+        // message only says where it is.
+        const cuda::SharedSegmentId &id = outbox_->id();
+        s.desc = SharedChunkDesc{kSharedChunkMagic, id.pid, id.serial, uint32_t(s.out_slot),
+                                 s.off, s.n};
+        outbox_->lend(s.out_slot);
+        s.out_slot = -1;
+        ++stats_.shared_chunks;
+        ucp_request_param_t rp = send_param(&Engine::on_chunk_sent, &s);
+        ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, &s.desc, sizeof(s.desc), x.tag, &rp);
+        if (r == nullptr || UCS_PTR_IS_ERR(r))
+            chunk_done(s, r == nullptr ? GW_OK : from_ucs(UCS_PTR_STATUS(r)));
+        return;
+    }
     if (x.sending) {
         const void *src = x.device >= 0 ? s.host() : x.buf + s.off;
         ucp_request_param_t rp = send_param(&Engine::on_chunk_sent, &s);
@@ -198,13 +306,17 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
             chunk_done(s, r == nullptr ? GW_OK : from_ucs(UCS_PTR_STATUS(r)));
         return;
     }
-    void *dst = x.discard ? x.scratch : x.device >= 0 ? s.host() : x.buf + s.off;
-    recv_posted_bytes_ += s.n;
-    s.counted = true;
+    void *dst = x.shared ? static_cast<void *>(&s.desc)
+                : x.discard ? x.scratch : x.device >= 0 ? s.host() : x.buf + s.off;
+    const size_t cap = x.shared ? sizeof(s.desc) : s.n;
+    if (!x.shared) {
+        recv_posted_bytes_ += s.n;
+        s.counted = true;
+    }
     ucp_request_param_t rp = recv_param(&Engine::on_chunk_received, &s);
     s.ucx_req = nullptr;
     ucs_status_ptr_t r =
-        ucp_tag_recv_nbx(worker_, dst, s.n, x.tag, kCtxMask | kRankMask | kTagMask, &rp);
+        ucp_tag_recv_nbx(worker_, dst, cap, x.tag, kCtxMask | kRankMask | kTagMask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         chunk_done(s, from_ucs(UCS_PTR_STATUS(r)));
     } else if (s.state == XferSlot::WIRE) {
@@ -229,6 +341,10 @@ void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag
     Xfer &x = *s->x;
     Engine *e = x.engine;
     gw_status_t st = from_ucs(status);
+    if (x.shared) {
+        e->shared_chunk_received(x, *s, length, st);
+        return;
+    }
     if (st == GW_OK && length != s->n) st = GW_ERR_TRANSPORT; // not what the header said
     if (st == GW_OK && x.device >= 0 && !x.discard) {
         s->state = XferSlot::COPYING;
@@ -242,9 +358,63 @@ void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag
     e->chunk_done(*s, st);
 }
 
+// A chunk message of a shared-staging transfer arrived: copy the chunk out
+// of the sender's slot (a DMA into GPU memory, else memcpy), then give the
+// slot back.
+void Engine::shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_status_t st)
+{
+    const void *src = nullptr;
+    if (st == GW_OK) {
+        if (!decode_shared_chunk(&s.desc, length, &s.desc) || s.desc.offset != s.off ||
+            s.desc.bytes != s.n) {
+            log(GW_LOG_ERROR, "malformed shared-staging chunk from process %u", x.peer);
+            st = GW_ERR_TRANSPORT;
+        } else {
+            if (!inbox_)
+                inbox_ = std::make_unique<cuda::SharedInbox>(
+                    dev_ ? &cuda::Driver::instance() : nullptr, 0);
+            cuda::Result<const void *> p =
+                inbox_->slot({s.desc.pid, s.desc.serial}, s.desc.slot, s.n);
+            if (p) {
+                src = *p;
+                s.shared = const_cast<void *>(src); // released by chunk_done()
+            } else {
+                log(GW_LOG_ERROR,
+                    "staging memory shared by process %u cannot be read here (%s); "
+                    "set pml_gpuwire_shared_staging 0 on every process",
+                    x.peer, p.status().message().c_str());
+                st = GW_ERR_TRANSPORT;
+            }
+        }
+    }
+    if (st == GW_OK && !x.discard) {
+        if (x.device >= 0) {
+            s.state = XferSlot::COPYING;
+            cuda::Status cs =
+                dev_->start_copy(x.buf + s.off, src, s.n, x.device, {}, slot_token(&s));
+            if (cs) return; // chunk_done() when the copy is done
+            log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s.n,
+                cs.message().c_str());
+            st = GW_ERR_TRANSPORT;
+        } else {
+            std::memcpy(x.buf + s.off, src, s.n);
+        }
+    }
+    chunk_done(s, st);
+}
+
 void Engine::chunk_done(XferSlot &s, gw_status_t st)
 {
     Xfer &x = *s.x;
+    if (s.shared) {
+        if (!x.sending) {
+            inbox_->release({s.desc.pid, s.desc.serial}, s.desc.slot);
+        } else if (s.out_slot >= 0) {
+            outbox_->abandon(s.out_slot); // never lent: its copy failed
+        }
+        s.shared = nullptr;
+        s.out_slot = -1;
+    }
     if (st != GW_OK && x.status == GW_OK) {
         x.status = st;
         log(GW_LOG_ERROR, "chunk at offset %zu of a %zu-byte transfer failed: %s", s.off, x.len,
@@ -316,6 +486,7 @@ void Engine::abandon_xfers()
             if (!x->sending && s.state == XferSlot::WIRE && s.ucx_req)
                 ucp_request_cancel(worker_, s.ucx_req);
         }
+        if (x->sending && x->go_req) ucp_request_cancel(worker_, x->go_req);
     }
     for (Xfer *x : xfers_) {
         for (XferSlot &s : x->slots) {

@@ -286,6 +286,8 @@ Engine::~Engine()
     if (context_) ucp_cleanup(context_);
     free_abandoned();
     dev_.reset(); // waits for device copies in flight; unpins every pinned buffer
+    inbox_.reset(); // no copy from or into these slots is in flight any more
+    outbox_.reset();
     run_completions();
 }
 
@@ -399,6 +401,33 @@ bool Engine::peer_local(uint32_t peer)
     int8_t &l = local_[peer];
     if (l < 0) l = params_.peer_is_local && params_.peer_is_local(params_.resolve_ctx, peer) ? 1 : 0;
     return l == 1;
+}
+
+bool Engine::use_shared_staging(uint32_t peer, size_t len)
+{
+    return params_.shared_staging && len && len >= params_.shared_staging_min &&
+           peer != params_.my_peer && peer_local(peer) && outbox();
+}
+
+cuda::SharedOutbox *Engine::outbox()
+{
+    if (outbox_ || outbox_failed_) return outbox_.get();
+    const size_t chunk = std::min(params_.chunk_bytes, dev_->pinned_chunk_bytes());
+    const size_t slots =
+        std::clamp<size_t>(params_.shared_staging_bytes / chunk, 1, cuda::kSharedSlotsMax);
+    auto o = cuda::SharedOutbox::create(&cuda::Driver::instance(), chunk, slots, 0);
+    if (!o) {
+        outbox_failed_ = true;
+        log(GW_LOG_WARN,
+            "shared staging memory could not be set up (%s): device messages without CUDA IPC "
+            "go through UCX; pml_gpuwire_shared_staging 0 stops trying",
+            o.status().message().c_str());
+        return nullptr;
+    }
+    outbox_ = std::move(*o);
+    log(GW_LOG_INFO, "shared staging: %zu slots of %zu bytes (%s)", outbox_->slots(),
+        outbox_->slot_bytes(), cuda::shared_segment_name(outbox_->id()).c_str());
+    return outbox_.get();
 }
 
 Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi)
@@ -515,6 +544,19 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                     es.message().c_str());
                 proto = Protocol::staged;
             }
+        }
+        if (proto == Protocol::staged && use_shared_staging(peer, len)) {
+            // Through slots of host memory the receiver maps: one DMA at each
+            // end. Synchronous mode holds: no chunk moves before the
+            // receiver matched.
+            ++stats_.staged_sends;
+            ++stats_.sends;
+            stats_.bytes_sent += len;
+            st = start_chunked_send(op, ep, peer, wire_tag, buf, len,
+                                    mi.device >= 0 ? mi.device : 0, false, true);
+            lock_.unlock();
+            run_completions();
+            return st;
         }
         // (A synchronous send stays one message: its completion must mean the
         // receiver matched it, which chunks smaller than UCX's rendezvous

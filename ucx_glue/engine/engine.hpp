@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/device_path.hpp"
+#include "gpuwire/cuda/shared_staging.hpp"
 #include "gpuwire/fabric/congestion_counters.hpp"
 #include "gpuwire/fabric/rdma_devices.hpp"
 #include "gpuwire/pacing/port_pacer.hpp"
@@ -151,7 +152,10 @@ struct XferSlot {
     Xfer *x;
     cuda::PinnedChunk pinned; // device side: the chunk's host copy
     void *heap = nullptr;     // ... in plain host memory when no pinned chunk was free
-    void *host() const { return heap ? heap : pinned.data(); }
+    void *shared = nullptr;   // ... in a shared staging slot (sending: out_slot of the outbox)
+    int out_slot = -1;
+    void *host() const { return heap ? heap : shared ? shared : pinned.data(); }
+    SharedChunkDesc desc{};   // shared staging: the chunk message (sent or received)
     size_t off = 0, n = 0;
     void *ucx_req = nullptr; // receiving: UCX's request while posted
     bool counted = false;    // receiving: in the engine's posted bytes
@@ -172,6 +176,11 @@ struct Xfer {
     int device;        // GPU of buf, -1 host memory
     bool discard;      // receiving a truncated message: chunks go nowhere
     bool paced;        // sending: chunks pass the pacer
+    bool shared = false; // chunks through the sender's shared staging slots
+    bool go = false;     // shared, sending: the receiver has matched (GoMessage)
+    void *go_req = nullptr; // UCX's request of the GoMessage (received or sent) while pending
+    uint32_t peer = 0;   // receiving: the sender
+    GoMessage go_msg{};
     void *scratch = nullptr; // discarding: where the chunks land
     gw_status_t status = GW_OK;
     XferSlot slots[kXferSlots];
@@ -352,7 +361,10 @@ private:
 
     // Chunked transfers (chunked.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
-                                   const void *buf, size_t len, int device, bool paced);
+                                   const void *buf, size_t len, int device, bool paced,
+                                   bool shared = false);
+    void send_go(Xfer &x, uint64_t xfer_id);
+    void fail_unstarted(Xfer &x, gw_status_t st);
     void start_chunked_recv(RecvOp *op, const ChunkedHeader &h);
     void advance_xfers();
     bool advance(Xfer &x);
@@ -360,6 +372,14 @@ private:
     void chunk_on_wire(Xfer &x, XferSlot &s);
     void chunk_done(XferSlot &s, gw_status_t st);
     static void on_chunk_sent(void *request, ucs_status_t status, void *user_data);
+    static void on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                      void *user_data);
+    static void on_go_sent(void *request, ucs_status_t status, void *user_data);
+    void shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_status_t st);
+    void release_inbox_slot(XferSlot &s);
+    // The outbox, created on first use; nullptr when it cannot be (logged once).
+    cuda::SharedOutbox *outbox();
+    bool use_shared_staging(uint32_t peer, size_t len);
     static void on_chunk_received(void *request, ucs_status_t status,
                                   const ucp_tag_recv_info_t *info, void *user_data);
     void finish_xfer(Xfer *x);
@@ -401,6 +421,11 @@ private:
     gw_engine_stats_t stats_{};
 
     std::unique_ptr<DevicePath> dev_;
+    // Same-node staging slots: this process's, and its peers' mapped here.
+    // Released after dev_ (no device copy of theirs is in flight then).
+    std::unique_ptr<cuda::SharedOutbox> outbox_;
+    std::unique_ptr<cuda::SharedInbox> inbox_;
+    bool outbox_failed_ = false;
     std::string device_why_;
     bool closing_ = false; // the destructor runs: no device work starts
     bool bounce_busy_logged_ = false;

@@ -127,19 +127,22 @@ struct ChunkedHeader {
     uint64_t xfer_id;
     uint64_t length;
     uint32_t chunk_bytes;
-    uint32_t reserved; // must be 0
+    uint32_t flags; // kChunkedShared or 0
 };
+// The chunks travel through the sender's shared staging slots: each chunk
+// message is a SharedChunkDesc, and the receiver first sends a GoMessage.
+constexpr uint32_t kChunkedShared = 1;
 static_assert(sizeof(ChunkedHeader) == 32);
 static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
 
 // Reads a chunked-transfer header from untrusted bytes: exact size, magic,
-// reserved zero, a chunk size in (0, kMaxChunkBytes].
+// no unknown flag, a chunk size in (0, kMaxChunkBytes].
 inline bool decode_chunked_header(const void *bytes, size_t length, ChunkedHeader *out)
 {
     if (bytes == nullptr || length != sizeof(ChunkedHeader)) return false;
     ChunkedHeader h;
     std::memcpy(&h, bytes, sizeof(h));
-    if (h.magic != kChunkedMagic || h.reserved != 0 || h.chunk_bytes == 0 ||
+    if (h.magic != kChunkedMagic || (h.flags & ~kChunkedShared) != 0 || h.chunk_bytes == 0 ||
         h.chunk_bytes > kMaxChunkBytes)
         return false;
     *out = h;
@@ -150,6 +153,41 @@ constexpr uint64_t chunk_tag(uint32_t src_peer, uint64_t xfer_id)
 {
     return make_send_tag(kChunkCtx, int32_t(src_peer), int32_t(xfer_id & uint64_t(kMaxTag)));
 }
+
+// A chunk of a shared-staging transfer (cuda/shared_staging.hpp): it lies in
+// slot `slot` of segment (pid, serial) of the sender's node; offset and bytes
+// say which part of the message it is, and must be the part the receiver
+// expects next.
+constexpr uint32_t kSharedChunkMagic = 0x43535747u; // "GWSC" in memory order
+struct SharedChunkDesc {
+    uint32_t magic;
+    uint32_t pid;
+    uint32_t serial;
+    uint32_t slot;
+    uint64_t offset;
+    uint64_t bytes;
+};
+static_assert(sizeof(SharedChunkDesc) == 32);
+static_assert(std::is_trivially_copyable_v<SharedChunkDesc>);
+
+inline bool decode_shared_chunk(const void *bytes, size_t length, SharedChunkDesc *out)
+{
+    if (bytes == nullptr || length != sizeof(SharedChunkDesc)) return false;
+    SharedChunkDesc d;
+    std::memcpy(&d, bytes, sizeof(d));
+    if (d.magic != kSharedChunkMagic) return false;
+    *out = d;
+    return true;
+}
+
+// Receiver to sender of a shared-staging transfer, on the transfer's chunk
+// tag: the header is matched, the sender may fill slots. Until then the
+// sender holds no slot for it, so slots are never held by a transfer the
+// receiver has not reached.
+struct GoMessage {
+    uint64_t xfer_id;
+};
+static_assert(sizeof(GoMessage) == 8);
 
 struct SyncAckHeader {
     uint64_t sync_id;

@@ -178,6 +178,15 @@ typedef struct {
      * chunks at a time as needed, kept until the end, never more than this
      * many bytes (at least one slab). */
     size_t staging_bytes;
+    /* Device memory without IPC to a peer on this node (IPC off, memory IPC
+     * cannot export): nonzero sends messages of at least shared_staging_min
+     * bytes through staging slots in host memory shared with the receiver
+     * (one DMA out of the sender's GPU, one into the receiver's, no CPU
+     * copy; docs/cuda.md). shared_staging_bytes: the slots of this process,
+     * pinned once on first use; chunk_bytes each (at most 256 slots). */
+    int shared_staging;
+    size_t shared_staging_min;
+    size_t shared_staging_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -267,6 +276,9 @@ typedef struct {
      * leased after the peer freed them) and their bytes */
     uint64_t pinned_staging_held_bytes;
     uint64_t ipc_mappings_open, ipc_mapped_bytes;
+    /* chunks sent through this process's shared staging slots; chunks that
+     * waited because every slot was with a receiver */
+    uint64_t shared_chunks, shared_slot_waits;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
