@@ -177,7 +177,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .pinned_bounce_bytes = (size_t)256 << 20,
     .staging_bytes = (size_t)64 << 20,
     .shared_staging = true,
-    .shared_staging_min = (size_t)256 << 10,
+    .shared_staging_min = (size_t)32 << 10,
     .shared_staging_bytes = (size_t)32 << 20,
 };
 

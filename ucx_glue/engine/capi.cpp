@@ -47,7 +47,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->pinned_bounce_bytes = size_t{256} << 20;
     params->staging_bytes = size_t{64} << 20;
     params->shared_staging = 1;
-    params->shared_staging_min = size_t{256} << 10;
+    params->shared_staging_min = size_t{32} << 10;
     params->shared_staging_bytes = size_t{32} << 20;
 }
 
