@@ -44,9 +44,8 @@ uint32_t next_serial() {
 
 }  // namespace
 
-std::string shared_segment_name(const SharedSegmentId& id) {
-  return "/gpuwire-ss." + std::to_string(geteuid()) + "." + std::to_string(id.pid) + "." +
-         std::to_string(id.serial);
+std::string shared_segment_path(const SharedSegmentId& id) {
+  return "/proc/" + std::to_string(id.pid) + "/fd/" + std::to_string(id.fd);
 }
 
 // ---------------------------------------------------------------------------
@@ -60,27 +59,21 @@ Result<std::unique_ptr<SharedOutbox>> SharedOutbox::create(DriverApi* driver, si
   slot_bytes = (slot_bytes + kPage - 1) & ~(kPage - 1);
   std::unique_ptr<SharedOutbox> o(new SharedOutbox);
   o->driver_ = driver;
-  o->id_ = SharedSegmentId{uint32_t(getpid()), next_serial()};
-  o->name_ = shared_segment_name(o->id_);
   o->slot_bytes_ = slot_bytes;
   o->map_bytes_ = kPage + slots * slot_bytes;
 
-  int fd = shm_open(o->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  // The name lives only between these two calls.
+  const std::string name = "/gpuwire-ss." + std::to_string(geteuid()) + "." +
+                           std::to_string(getpid()) + "." + std::to_string(next_serial());
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return sys_error("shm_open", errno);
-  if (ftruncate(fd, off_t(o->map_bytes_)) != 0) {
-    const int err = errno;
-    close(fd);
-    shm_unlink(o->name_.c_str());
-    return sys_error("ftruncate", err);
-  }
+  shm_unlink(name.c_str());
+  o->fd_ = fd;  // from here the destructor closes it
+  o->id_ = SharedSegmentId{uint32_t(getpid()), uint32_t(fd)};
+  if (ftruncate(fd, off_t(o->map_bytes_)) != 0) return sys_error("ftruncate", errno);
   void* map = mmap(nullptr, o->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    shm_unlink(o->name_.c_str());
-    return sys_error("mmap", err);
-  }
-  o->map_ = map;  // from here the destructor unmaps and unlinks
+  if (map == MAP_FAILED) return sys_error("mmap", errno);
+  o->map_ = map;  // from here the destructor unmaps
   auto* h = static_cast<Header*>(map);
   std::memset(h, 0, sizeof(Header));
   h->slots = uint32_t(slots);
@@ -102,7 +95,7 @@ Result<std::unique_ptr<SharedOutbox>> SharedOutbox::create(DriverApi* driver, si
 SharedOutbox::~SharedOutbox() {
   if (pinned_) detail::log_failure(LogLevel::warn, "SharedOutbox", driver_->host_unregister(map_));
   if (map_) munmap(map_, map_bytes_);
-  if (!name_.empty()) shm_unlink(name_.c_str());
+  if (fd_ >= 0) close(fd_);
 }
 
 int SharedOutbox::acquire() {
@@ -156,9 +149,9 @@ Result<SharedInbox::Mapped*> SharedInbox::open(const SharedSegmentId& id) {
   if (it != maps_.end()) return &it->second;
   if (maps_.size() >= max_segments_)
     return Status::error(Errc::busy, "SharedInbox: too many peer segments");
-  const std::string name = shared_segment_name(id);
-  int fd = shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) return sys_error("shm_open", errno);
+  const std::string path = shared_segment_path(id);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return sys_error("open of a peer's /proc/<pid>/fd/<fd>", errno);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int err = errno;

@@ -287,7 +287,7 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
         // The chunk is in the slot: the slot goes to the receiver, the
         // message only says where it is.
         const cuda::SharedSegmentId &id = outbox_->id();
-        s.desc = SharedChunkDesc{kSharedChunkMagic, id.pid, id.serial, uint32_t(s.out_slot),
+        s.desc = SharedChunkDesc{kSharedChunkMagic, id.pid, id.fd, uint32_t(s.out_slot),
                                  s.off, s.n};
         outbox_->lend(s.out_slot);
         s.out_slot = -1;
@@ -374,7 +374,7 @@ void Engine::shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_statu
                 inbox_ = std::make_unique<cuda::SharedInbox>(
                     dev_ ? &cuda::Driver::instance() : nullptr, 0);
             cuda::Result<const void *> p =
-                inbox_->slot({s.desc.pid, s.desc.serial}, s.desc.slot, s.n);
+                inbox_->slot({s.desc.pid, s.desc.fd}, s.desc.slot, s.n);
             if (p) {
                 src = *p;
                 s.shared = const_cast<void *>(src); // released by chunk_done()
@@ -408,7 +408,7 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
     Xfer &x = *s.x;
     if (s.shared) {
         if (!x.sending) {
-            inbox_->release({s.desc.pid, s.desc.serial}, s.desc.slot);
+            inbox_->release({s.desc.pid, s.desc.fd}, s.desc.slot);
         } else if (s.out_slot >= 0) {
             outbox_->abandon(s.out_slot); // never lent: its copy failed
         }

@@ -426,7 +426,7 @@ cuda::SharedOutbox *Engine::outbox()
     }
     outbox_ = std::move(*o);
     log(GW_LOG_INFO, "shared staging: %zu slots of %zu bytes (%s)", outbox_->slots(),
-        outbox_->slot_bytes(), cuda::shared_segment_name(outbox_->id()).c_str());
+        outbox_->slot_bytes(), cuda::shared_segment_path(outbox_->id()).c_str());
     return outbox_.get();
 }
 

@@ -155,14 +155,14 @@ constexpr uint64_t chunk_tag(uint32_t src_peer, uint64_t xfer_id)
 }
 
 // A chunk of a shared-staging transfer (cuda/shared_staging.hpp): it lies in
-// slot `slot` of segment (pid, serial) of the sender's node; offset and bytes
+// slot `slot` of segment (pid, fd) of the sender's node; offset and bytes
 // say which part of the message it is, and must be the part the receiver
 // expects next.
 constexpr uint32_t kSharedChunkMagic = 0x43535747u; // "GWSC" in memory order
 struct SharedChunkDesc {
     uint32_t magic;
     uint32_t pid;
-    uint32_t serial;
+    uint32_t fd;
     uint32_t slot;
     uint64_t offset;
     uint64_t bytes;

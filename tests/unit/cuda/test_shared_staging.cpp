@@ -2,12 +2,15 @@
 // one process plays both sides through two mappings of one segment, against
 // the fake driver's pinning. Slots, flags, reuse after release, the bound,
 // checks on what a reader is told, and clean-up.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <set>
+#include <string>
 
 #include "fake_driver.hpp"
 #include "gpuwire/cuda/shared_staging.hpp"
@@ -18,12 +21,18 @@ using namespace gw_test;
 namespace {
 constexpr size_t KiB = 1024;
 
-bool segment_exists(const SharedSegmentId& id) {
-  int fd = shm_open(shared_segment_name(id).c_str(), O_RDONLY, 0);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
+// Names of this process's segments left in /dev/shm (there should be none).
+int names_in_dev_shm() {
+  const std::string prefix = "gpuwire-ss." + std::to_string(geteuid()) + "." + std::to_string(getpid()) + ".";
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) n += std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
+    closedir(d);
+  }
+  return n;
 }
+
+bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
 }  // namespace
 
 TEST_CASE("shared staging: a slot written by the owner is read and released by the reader",
@@ -78,7 +87,7 @@ TEST_CASE("shared staging: the reader refuses bad indices, sizes and unknown seg
   CHECK(in.slot((*out)->id(), 2, 16).status().code() == Errc::invalid_argument);
   CHECK(in.slot((*out)->id(), 0, 4 * KiB + 1).status().code() == Errc::invalid_argument);
   CHECK(in.slot((*out)->id(), 0, 4 * KiB).ok());
-  SharedSegmentId nobody{(*out)->id().pid, (*out)->id().serial + 1000};
+  SharedSegmentId nobody{(*out)->id().pid, 100000};
   CHECK_FALSE(in.slot(nobody, 0, 16).ok());
   in.release(nobody, 0);          // ignored
   in.release((*out)->id(), 99);   // ignored
@@ -86,22 +95,22 @@ TEST_CASE("shared staging: the reader refuses bad indices, sizes and unknown seg
 }
 
 TEST_CASE("shared staging: a malformed segment is not mapped", "[cuda][shared_staging]") {
-  SharedSegmentId id{uint32_t(getpid()), 0x7ffffff0u};
-  const std::string name = shared_segment_name(id);
+  const std::string name = "/gpuwire-ss-test." + std::to_string(getpid());
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   REQUIRE(fd >= 0);
+  shm_unlink(name.c_str());
   REQUIRE(ftruncate(fd, 8192) == 0);
   void* m = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   REQUIRE(m != MAP_FAILED);
   std::memset(m, 0xff, 8192);  // no magic, absurd sizes
   munmap(m, 8192);
-  close(fd);
   FakeDriver drv;
   SharedInbox in(&drv, 0);
-  CHECK(in.slot(id, 0, 16).status().code() == Errc::invalid_argument);
+  CHECK(in.slot(SharedSegmentId{uint32_t(getpid()), uint32_t(fd)}, 0, 16).status().code() ==
+        Errc::invalid_argument);
   CHECK(in.segments() == 0);
   CHECK(drv.registered_live() == 0);
-  shm_unlink(name.c_str());
+  close(fd);
 }
 
 TEST_CASE("shared staging: pinning failures and geometry are reported, nothing is left behind",
@@ -122,7 +131,8 @@ TEST_CASE("shared staging: pinning failures and geometry are reported, nothing i
     auto out = SharedOutbox::create(&drv, 4096, 2, 0);
     REQUIRE(out.ok());
     id = (*out)->id();
-    CHECK(segment_exists(id));
+    CHECK(names_in_dev_shm() == 0);  // reachable only through the open descriptor
+    CHECK(fd_open(int(id.fd)));
     drv.fail_host_register = true;
     SharedInbox in(&drv, 0);
     CHECK_FALSE(in.slot(id, 0, 16).ok());
@@ -135,8 +145,9 @@ TEST_CASE("shared staging: pinning failures and geometry are reported, nothing i
     }
     CHECK(drv.registered_live() == 1);  // the reader unpinned its mapping
   }
-  CHECK_FALSE(segment_exists(id));  // the owner removed its name
+  CHECK_FALSE(fd_open(int(id.fd)));  // the owner closed its descriptor
   CHECK(drv.registered_live() == 0);
+  CHECK(names_in_dev_shm() == 0);
 }
 
 TEST_CASE("shared staging: without a driver nothing is pinned and memcpy readers work",
@@ -153,4 +164,30 @@ TEST_CASE("shared staging: without a driver nothing is pinned and memcpy readers
   CHECK(std::memcmp(*p, "payload", 8) == 0);
   in.release((*out)->id(), 0);
   CHECK((*out)->acquire() == 0);
+}
+
+TEST_CASE("shared staging: another process reads a slot through /proc/<pid>/fd and gives it back",
+          "[cuda][shared_staging]") {
+  auto out = SharedOutbox::create(nullptr, 4096, 1, 0);
+  REQUIRE(out.ok());
+  SharedOutbox& o = **out;
+  const int s = o.acquire();
+  REQUIRE(s == 0);
+  std::memcpy(o.slot(s), "from the parent", 16);
+  o.lend(s);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // No Catch2 in the child: its exit code is the verdict.
+    SharedInbox in(nullptr, 0);
+    Result<const void*> p = in.slot(o.id(), 0, 16);
+    int rc = !p.ok() ? 2 : std::memcmp(*p, "from the parent", 16) != 0 ? 3 : 0;
+    if (rc == 0) in.release(o.id(), 0);
+    _exit(rc);
+  }
+  int status = -1;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(o.acquire() == 0);  // the child cleared the flag
 }

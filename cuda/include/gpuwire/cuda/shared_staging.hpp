@@ -13,10 +13,13 @@
 // reader about the slot (release order), the reader stores 0 when it has
 // copied the slot out; the owner sees the 0 (acquire order) and reuses it.
 //
-// Names: /gpuwire-ss.<uid>.<pid>.<serial>, created O_EXCL with mode 0600 and
-// removed when the outbox is destroyed (a crashed process leaves it in
-// /dev/shm, as Open MPI's own shared-memory transport does). A reader opens
-// only segments owned by its own user and checks every size and index.
+// Names: the segment is created as /gpuwire-ss.<uid>.<pid>.<serial> (O_EXCL,
+// mode 0600) and the name is removed at once: nothing is left in /dev/shm
+// even when a process is killed. The owner keeps the descriptor open, and a
+// reader opens the segment through /proc/<pid>/fd/<fd> (as UCX's posix
+// transport does), which the kernel allows a process of the same user. A
+// reader maps only segments owned by its own user and checks every size and
+// index.
 //
 // Ownership: SharedOutbox owns its segment (mapping, pinning, name);
 // SharedInbox owns the mappings of its peers' segments. The DriverApi may be
@@ -39,16 +42,15 @@ namespace gpuwire::cuda {
 
 constexpr uint32_t kSharedSlotsMax = 256;
 
-// Which segment: what a reader needs to find it.
+// Which segment: the owner's process ID and its descriptor of the segment.
 struct SharedSegmentId {
   uint32_t pid = 0;
-  uint32_t serial = 0;
-  bool operator<(const SharedSegmentId& o) const {
-    return pid != o.pid ? pid < o.pid : serial < o.serial;
-  }
+  uint32_t fd = 0;
+  bool operator<(const SharedSegmentId& o) const { return pid != o.pid ? pid < o.pid : fd < o.fd; }
 };
 
-std::string shared_segment_name(const SharedSegmentId& id);
+// Where a reader opens it: /proc/<pid>/fd/<fd>.
+std::string shared_segment_path(const SharedSegmentId& id);
 
 struct SharedOutboxCounters {
   uint64_t lent = 0;  // slots handed to a reader
@@ -87,7 +89,7 @@ class SharedOutbox {
 
   DriverApi* driver_ = nullptr;
   SharedSegmentId id_;
-  std::string name_;
+  int fd_ = -1;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   bool pinned_ = false;
