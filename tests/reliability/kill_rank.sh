@@ -58,5 +58,12 @@ if [ -n "$left" ]; then
     for p in $left; do kill -9 "$p" 2>/dev/null; done
     fail=1
 fi
+# Nor any shared staging segment of theirs (they are unlinked at creation).
+for p in $pids; do
+    if ls /dev/shm/gpuwire-ss.*."$p".* >/dev/null 2>&1; then
+        echo "FAIL: process $p left shared memory behind:" /dev/shm/gpuwire-ss.*."$p".*
+        fail=1
+    fi
+done
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"

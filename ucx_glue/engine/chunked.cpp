@@ -31,7 +31,6 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
                                        const void *buf, size_t len, int device, bool paced,
                                        bool shared)
 {
-    (void)peer;
     auto *x = new (std::nothrow) Xfer;
     auto *h = static_cast<ChunkedHeader *>(gw_host_buffer_alloc(sizeof(ChunkedHeader)));
     if (!x || !h) {
@@ -56,6 +55,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->discard = false;
     x->paced = paced;
     x->shared = shared;
+    x->peer = peer;
     for (XferSlot &s : x->slots) s.x = x;
     *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk),
                        shared ? kChunkedShared : 0};
@@ -211,6 +211,11 @@ void Engine::on_go_sent(void *request, ucs_status_t status, void *user_data)
 // Starts chunks while slots (and the pacer) allow; true when the transfer is over.
 bool Engine::advance(Xfer &x)
 {
+    if (x.shared && x.sending && x.go_req && peers_[x.peer].failed) [[unlikely]] {
+        // The receiver is gone (pml_gpuwire_err_handling): no go-ahead will come.
+        fail_unstarted(x, GW_ERR_UNREACHABLE);
+        ucp_request_cancel(worker_, x.go_req); // on_go lets go of the request
+    }
     for (XferSlot &s : x.slots) {
         if (x.next >= x.len) break;
         if (s.state != XferSlot::FREE) continue;

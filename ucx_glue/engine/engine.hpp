@@ -179,7 +179,7 @@ struct Xfer {
     bool shared = false; // chunks through the sender's shared staging slots
     bool go = false;     // shared, sending: the receiver has matched (GoMessage)
     void *go_req = nullptr; // UCX's request of the GoMessage (received or sent) while pending
-    uint32_t peer = 0;   // receiving: the sender
+    uint32_t peer = 0;   // the other process
     GoMessage go_msg{};
     void *scratch = nullptr; // discarding: where the chunks land
     gw_status_t status = GW_OK;
