@@ -46,7 +46,7 @@ static const struct {
           "this node (pml_gpuwire_shared_staging)",
           shared_chunks),
     COUNTER("shared_slot_waits",
-          "Chunks that waited for a shared staging slot (every slot with a receiver)",
+          "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),
     COUNTER("pinned_bounce_hits",
           "Device messages staged whole through a pinned buffer pinned before",

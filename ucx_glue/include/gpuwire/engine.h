@@ -276,8 +276,8 @@ typedef struct {
      * leased after the peer freed them) and their bytes */
     uint64_t pinned_staging_held_bytes;
     uint64_t ipc_mappings_open, ipc_mapped_bytes;
-    /* chunks sent through this process's shared staging slots; chunks that
-     * waited because every slot was with a receiver */
+    /* chunks sent through this process's shared staging slots; times a chunk
+     * found every slot with a receiver (counted at each retry) */
     uint64_t shared_chunks, shared_slot_waits;
 } gw_engine_stats_t;
 
