@@ -375,9 +375,11 @@ void Engine::shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_statu
             log(GW_LOG_ERROR, "malformed shared-staging chunk from process %u", x.peer);
             st = GW_ERR_TRANSPORT;
         } else {
+            // Pinned in the context of the first GPU that receives this way
+            // (portable: usable by every GPU), so no other GPU gets a context.
             if (!inbox_)
                 inbox_ = std::make_unique<cuda::SharedInbox>(
-                    dev_ ? &cuda::Driver::instance() : nullptr, 0);
+                    dev_ ? &cuda::Driver::instance() : nullptr, x.device >= 0 ? x.device : 0);
             cuda::Result<const void *> p =
                 inbox_->slot({s.desc.pid, s.desc.fd}, s.desc.slot, s.n);
             if (p) {

@@ -403,19 +403,21 @@ bool Engine::peer_local(uint32_t peer)
     return l == 1;
 }
 
-bool Engine::use_shared_staging(uint32_t peer, size_t len)
+bool Engine::use_shared_staging(uint32_t peer, size_t len, int device)
 {
     return params_.shared_staging && len && len >= params_.shared_staging_min &&
-           peer != params_.my_peer && peer_local(peer) && outbox();
+           peer != params_.my_peer && peer_local(peer) && outbox(device);
 }
 
-cuda::SharedOutbox *Engine::outbox()
+// Pinned in the context of the GPU of the first message that needs it
+// (portable: usable by every GPU).
+cuda::SharedOutbox *Engine::outbox(int device)
 {
     if (outbox_ || outbox_failed_) return outbox_.get();
     const size_t chunk = std::min(params_.chunk_bytes, dev_->pinned_chunk_bytes());
     const size_t slots =
         std::clamp<size_t>(params_.shared_staging_bytes / chunk, 1, cuda::kSharedSlotsMax);
-    auto o = cuda::SharedOutbox::create(&cuda::Driver::instance(), chunk, slots, 0);
+    auto o = cuda::SharedOutbox::create(&cuda::Driver::instance(), chunk, slots, device);
     if (!o) {
         outbox_failed_ = true;
         log(GW_LOG_WARN,
@@ -545,7 +547,8 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                 proto = Protocol::staged;
             }
         }
-        if (proto == Protocol::staged && use_shared_staging(peer, len)) {
+        if (proto == Protocol::staged &&
+            use_shared_staging(peer, len, mi.device >= 0 ? mi.device : 0)) {
             // Through slots of host memory the receiver maps: one DMA at each
             // end. Synchronous mode holds: no chunk moves before the
             // receiver matched.

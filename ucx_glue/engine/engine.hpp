@@ -378,8 +378,8 @@ private:
     void shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_status_t st);
     void release_inbox_slot(XferSlot &s);
     // The outbox, created on first use; nullptr when it cannot be (logged once).
-    cuda::SharedOutbox *outbox();
-    bool use_shared_staging(uint32_t peer, size_t len);
+    cuda::SharedOutbox *outbox(int device);
+    bool use_shared_staging(uint32_t peer, size_t len, int device);
     static void on_chunk_received(void *request, ucs_status_t status,
                                   const ucp_tag_recv_info_t *info, void *user_data);
     void finish_xfer(Xfer *x);
