@@ -50,14 +50,15 @@ void PinnedChunk::reset() {
 
 PinnedPool::PinnedPool(DriverApi& driver, PinnedPoolConfig config) : driver_(driver), config_(config) {}
 
-Status PinnedPool::grow() {
+Status PinnedPool::grow(int device) {
   if (slabs_.size() >= config_.max_slabs)
     return Status::error(Errc::busy, "PinnedPool: all chunks on loan");
   if (config_.chunk_bytes == 0 || config_.chunks_per_slab == 0 ||
       config_.chunk_bytes > SIZE_MAX / config_.chunks_per_slab)
     return Status::error(Errc::invalid_argument, "PinnedPool: bad chunk geometry");
   Result<PinnedBuffer> slab =
-      PinnedBuffer::allocate(driver_, config_.chunk_bytes * config_.chunks_per_slab, config_.device);
+      PinnedBuffer::allocate(driver_, config_.chunk_bytes * config_.chunks_per_slab,
+                             device >= 0 ? device : config_.device);
   if (!slab) return slab.status();
   auto* base = static_cast<char*>(slab->data());
   slabs_.push_back(std::move(slab).value());
@@ -69,15 +70,15 @@ Status PinnedPool::grow() {
 
 Status PinnedPool::reserve(size_t slabs) {
   while (slabs_.size() < slabs) {
-    Status s = grow();
+    Status s = grow(-1);
     if (!s) return s;
   }
   return Status{};
 }
 
-Result<PinnedChunk> PinnedPool::acquire() {
+Result<PinnedChunk> PinnedPool::acquire(int device) {
   if (free_.empty()) {
-    Status s = grow();
+    Status s = grow(device);
     if (!s) {
       if (s.code() == Errc::busy) ++counters_.busy;
       return s;

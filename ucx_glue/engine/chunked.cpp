@@ -248,7 +248,7 @@ bool Engine::advance(Xfer &x)
             // A pinned slot, or host memory when every pinned chunk is on
             // loan: waiting for one could deadlock (a sender's slots held by
             // transfers its receiver has not reached, and the reverse).
-            auto c = dev_->acquire_pinned();
+            auto c = dev_->acquire_pinned(x.device);
             if (c) {
                 s.pinned = std::move(*c);
             } else {

@@ -111,7 +111,7 @@ cuda::Status DevicePath::copy_sync(void *dst, const void *src, size_t len, int d
 cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len, int device,
                                          bool to_device)
 {
-    auto c0 = pinned_.acquire();
+    auto c0 = pinned_.acquire(device);
     if (!c0) return copy_sync(dst, src, len, device); // staging exhausted: direct copy
     if (len <= c0->size()) {
         // One piece: a plain synchronize is the cheapest wait (no stream write).
@@ -121,7 +121,7 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
         if (st && !to_device) std::memcpy(dst, pin, len);
         return st;
     }
-    auto c1 = pinned_.acquire();
+    auto c1 = pinned_.acquire(device);
     auto ts = streams_.get(device, 0);
     if (!ts) return ts.status();
     cuda::TrackedStream *s = *ts;

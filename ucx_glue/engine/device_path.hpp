@@ -109,7 +109,7 @@ public:
     }
     bool busy() const { return !pending_.empty(); }
     // A pinned host chunk for a chunked transfer; busy when all are on loan.
-    cuda::Result<cuda::PinnedChunk> acquire_pinned() { return pinned_.acquire(); }
+    cuda::Result<cuda::PinnedChunk> acquire_pinned(int device) { return pinned_.acquire(device); }
     size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
 
     // A whole-message pinned host buffer of at least `bytes`

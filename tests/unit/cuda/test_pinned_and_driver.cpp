@@ -85,6 +85,27 @@ TEST_CASE("pinned pool: reserve up front, and allocation failures", "[cuda][pinn
   CHECK(std::string(c.status().call()) == "cudaHostAlloc");
 }
 
+TEST_CASE("pinned pool: a slab is pinned in the context of the GPU that asked for it",
+          "[cuda][pinned]") {
+  FakeDriver drv(4);
+  PinnedPoolConfig cfg;
+  cfg.chunk_bytes = 4096;
+  cfg.chunks_per_slab = 1;
+  cfg.max_slabs = 4;
+  cfg.device = 0;
+  PinnedPool pool(drv, cfg);
+  Result<PinnedChunk> a = pool.acquire(3);
+  REQUIRE(a.ok());
+  CHECK(drv.last_host_device == 3);  // not GPU 0: the process may never use it
+  Result<PinnedChunk> b = pool.acquire();
+  REQUIRE(b.ok());
+  CHECK(drv.last_host_device == 0);  // no GPU named: the configured one
+  a->reset();
+  Result<PinnedChunk> c = pool.acquire(2);  // a free chunk: nothing new pinned
+  REQUIRE(c.ok());
+  CHECK(drv.host_allocs == 2);
+}
+
 TEST_CASE("pinned buffer: move-only owner", "[cuda][pinned]") {
   FakeDriver drv;
   {

@@ -47,7 +47,7 @@ struct PinnedPoolConfig {
   size_t chunk_bytes = size_t{4} << 20;
   size_t chunks_per_slab = 8;
   size_t max_slabs = 8;  // 256 MiB with the defaults
-  int device = 0;        // whose context pins the slabs
+  int device = 0;        // whose context pins slabs (when acquire() names none)
 };
 
 struct PinnedPoolCounters {
@@ -87,8 +87,10 @@ class PinnedPool {
   PinnedPool& operator=(const PinnedPool&) = delete;
 
   // A free chunk; pins a new slab if none is free and the bound allows; busy
-  // when every chunk is on loan.
-  Result<PinnedChunk> acquire();
+  // when every chunk is on loan. A new slab is pinned in `device`'s context
+  // (the config's when negative), so a process need not touch a GPU it does
+  // not use; chunks are portable either way.
+  Result<PinnedChunk> acquire(int device = -1);
   // Pins slabs up front (at start-up, not on a message's path).
   Status reserve(size_t slabs);
 
@@ -99,7 +101,7 @@ class PinnedPool {
 
  private:
   friend class PinnedChunk;
-  Status grow();
+  Status grow(int device);
   void give_back(void* chunk) { free_.push_back(chunk); }
 
   DriverApi& driver_;
