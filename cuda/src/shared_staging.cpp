@@ -98,12 +98,16 @@ SharedOutbox::~SharedOutbox() {
   if (fd_ >= 0) close(fd_);
 }
 
+void SharedOutbox::reclaim(size_t i) {
+  if (state_[i] == State::lent && flag_of(map_, i).load(std::memory_order_acquire) == 0)
+    state_[i] = State::free;
+}
+
 int SharedOutbox::acquire() {
   const size_t n = state_.size();
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (next_ + k) % n;
-    if (state_[i] == State::lent && flag_of(map_, i).load(std::memory_order_acquire) == 0)
-      state_[i] = State::free;
+    reclaim(i);
     if (state_[i] == State::free) {
       state_[i] = State::filling;
       next_ = (i + 1) % n;
@@ -123,8 +127,7 @@ void SharedOutbox::lend(int index) {
 size_t SharedOutbox::lent_now() {
   size_t n = 0;
   for (size_t i = 0; i < state_.size(); ++i) {
-    if (state_[i] == State::lent && flag_of(map_, i).load(std::memory_order_acquire) == 0)
-      state_[i] = State::free;
+    reclaim(i);
     n += state_[i] == State::lent;
   }
   return n;

@@ -238,10 +238,7 @@ bool Engine::advance(Xfer &x)
             // is one a receiver is working through.
             if (!x.go) break;
             const int k = outbox_->acquire();
-            if (k < 0) {
-                ++stats_.shared_slot_waits;
-                break;
-            }
+            if (k < 0) break; // counted by the outbox (busy)
             s.out_slot = k;
             s.shared = outbox_->slot(k);
         } else if (staged) {
@@ -296,7 +293,6 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
                                  s.off, s.n};
         outbox_->lend(s.out_slot);
         s.out_slot = -1;
-        ++stats_.shared_chunks;
         ucp_request_param_t rp = send_param(&Engine::on_chunk_sent, &s);
         ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, &s.desc, sizeof(s.desc), x.tag, &rp);
         if (r == nullptr || UCS_PTR_IS_ERR(r))

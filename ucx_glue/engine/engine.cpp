@@ -405,7 +405,7 @@ bool Engine::peer_local(uint32_t peer)
 
 bool Engine::use_shared_staging(uint32_t peer, size_t len, int device)
 {
-    return params_.shared_staging && len && len >= params_.shared_staging_min &&
+    return params_.shared_staging && len >= params_.shared_staging_min &&
            peer != params_.my_peer && peer_local(peer) && outbox(device);
 }
 
@@ -516,11 +516,12 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
     if (dev_ && len) [[unlikely]] {
         cuda::MemoryInfo mi;
         Protocol proto = choose(peer, buf, len, mi);
+        const int device = mi.device >= 0 ? mi.device : 0; // no single GPU named: GPU 0
         if (proto == Protocol::ipc && params_.device_sync) {
             // The receiver reads this memory from another process: no stream
             // orders its copy after work this process queued on the default
             // stream (a cudaMemcpy whose DMA is still running, say).
-            cuda::Status ws = cuda::wait_legacy_stream(mi.device >= 0 ? mi.device : 0);
+            cuda::Status ws = cuda::wait_legacy_stream(device);
             if (!ws)
                 log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
         }
@@ -547,16 +548,14 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                 proto = Protocol::staged;
             }
         }
-        if (proto == Protocol::staged &&
-            use_shared_staging(peer, len, mi.device >= 0 ? mi.device : 0)) {
+        if (proto == Protocol::staged && use_shared_staging(peer, len, device)) {
             // Through slots of host memory the receiver maps: one DMA at each
             // end. Synchronous mode holds: no chunk moves before the
             // receiver matched.
             ++stats_.staged_sends;
             ++stats_.sends;
             stats_.bytes_sent += len;
-            st = start_chunked_send(op, ep, peer, wire_tag, buf, len,
-                                    mi.device >= 0 ? mi.device : 0, false, true);
+            st = start_chunked_send(op, ep, peer, wire_tag, buf, len, device, false, true);
             lock_.unlock();
             run_completions();
             return st;
@@ -569,8 +568,8 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             ++stats_.staged_sends;
             ++stats_.sends;
             stats_.bytes_sent += len;
-            st = start_chunked_send(op, ep, peer, wire_tag, buf, len,
-                                    mi.device >= 0 ? mi.device : 0, pacer_ && !peer_local(peer));
+            st = start_chunked_send(op, ep, peer, wire_tag, buf, len, device,
+                                    pacer_ && !peer_local(peer));
             lock_.unlock();
             run_completions();
             return st;
@@ -578,7 +577,6 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         if (proto == Protocol::staged) {
             // Whole into host memory, sent as host data: one DMA into a pinned
             // bounce buffer, else through pinned chunks into the heap.
-            const int device = mi.device >= 0 ? mi.device : 0;
             void *bounce = lend_bounce(len, device);
             cuda::Status cs;
             if (bounce) {
@@ -1268,6 +1266,10 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->pinned_staging_held_bytes = dev_->pinned_staging_bytes();
         out->ipc_mappings_open = dev_->mappings_open();
         out->ipc_mapped_bytes = dev_->mapped_bytes();
+    }
+    if (outbox_) {
+        out->shared_chunks = outbox_->counters().lent;
+        out->shared_slot_waits = outbox_->counters().busy;
     }
     lock_.unlock();
     if (dev_) {

@@ -376,7 +376,6 @@ private:
                       void *user_data);
     static void on_go_sent(void *request, ucs_status_t status, void *user_data);
     void shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_status_t st);
-    void release_inbox_slot(XferSlot &s);
     // The outbox, created on first use; nullptr when it cannot be (logged once).
     cuda::SharedOutbox *outbox(int device);
     bool use_shared_staging(uint32_t peer, size_t len, int device);

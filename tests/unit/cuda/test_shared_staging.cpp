@@ -59,6 +59,7 @@ TEST_CASE("shared staging: a slot written by the owner is read and released by t
   CHECK(taken.size() == 3);
   CHECK(o.acquire() == -1);  // every slot is with the reader
   CHECK(o.counters().busy == 1);
+  CHECK(o.counters().lent == 3);  // the engine's pml_gpuwire_shared_chunks
   CHECK(o.lent_now() == 3);
 
   Result<const void*> p = in.slot(o.id(), 1, 12 * KiB);

@@ -86,6 +86,8 @@ class SharedOutbox {
  private:
   enum class State : uint8_t { free, filling, lent };
   SharedOutbox() = default;
+  // A lent slot whose reader has cleared its flag is free again.
+  void reclaim(size_t index);
 
   DriverApi* driver_ = nullptr;
   SharedSegmentId id_;
