@@ -7,6 +7,7 @@
 #   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
 #   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240);
 #   GPU_SANITIZER=0 skips compute-sanitizer over the kernel tests;
+#   GPU_UCX_LIB: a CUDA-enabled UCX's lib folder for the tests (see below);
 #   GPU_MPI_SANITIZER="test ...": those MPI tests under compute-sanitizer too
 #   (GPU_MPI_SANITIZER_TOOLS, default memcheck; ci/gpu_mpi_sanitize.py).
 #   At most 8 files land in $OUT (the GPU machine returns no more): build.log
@@ -41,6 +42,14 @@ rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 
+# GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (built by hand for
+# testing; not part of gpuwire), put first on LD_LIBRARY_PATH for the tests:
+# the two_hosts_*_ucx_cuda tests then hand device pointers to UCX between two
+# simulated hosts (docs/cuda.md, "A UCX that moves CUDA memory").
+if [ -n "${GPU_UCX_LIB:-}" ]; then
+    export LD_LIBRARY_PATH="$GPU_UCX_LIB:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    note "UCX for the tests: $GPU_UCX_LIB"
+fi
 # shellcheck disable=SC2086
 (cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 300 ${GPU_CTEST_ARGS:-}) >"$OUT/ctest.log" 2>&1
 note "tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"

@@ -27,6 +27,15 @@ static const struct {
           probe_pulls),
     COUNTER("ipc_sends", "Device messages sent through CUDA IPC", ipc_sends),
     COUNTER("staged_sends", "Device messages staged through host memory", staged_sends),
+    COUNTER("ucx_device_sends",
+          "Device messages to other nodes handed to UCX as GPU memory (GPUDirect RDMA where UCX "
+          "has it)",
+          ucx_device_sends),
+    COUNTER("ucx_device_recvs",
+          "Device receives from other nodes that UCX wrote straight into GPU memory",
+          ucx_device_recvs),
+    LEVEL("ucx_moves_cuda", "1 when the UCX in use moves CUDA memory (device pointers to other "
+          "nodes go to it), else 0", ucx_moves_cuda),
     COUNTER("device_recvs", "Messages received into GPU memory", device_recvs),
     COUNTER("ipc_map_hits", "CUDA IPC mappings found in the cache", ipc_map_hits),
     COUNTER("ipc_map_misses", "CUDA IPC mappings opened", ipc_map_misses),

@@ -29,4 +29,26 @@ static inline int find_pvar(const char *want)
     return -1;
 }
 
+/* The value of a performance variable now (a level, or a counter since the
+ * handle's allocation), 0 when it cannot be read. Initializes and finalizes
+ * MPI_T itself (MPI_T counts its initializations). */
+static inline unsigned long long pvar_value_now(const char *name)
+{
+    unsigned long long v = 0;
+    int provided = 0, count = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
+    MPI_T_pvar_session se;
+    MPI_T_pvar_handle h;
+    int idx = find_pvar(name);
+    if (idx >= 0 && MPI_T_pvar_session_create(&se) == MPI_SUCCESS) {
+        if (MPI_T_pvar_handle_alloc(se, idx, NULL, &h, &count) == MPI_SUCCESS) {
+            if (MPI_T_pvar_read(se, h, &v) != MPI_SUCCESS) v = 0;
+            MPI_T_pvar_handle_free(se, &h);
+        }
+        MPI_T_pvar_session_free(&se);
+    }
+    MPI_T_finalize();
+    return v;
+}
+
 #endif

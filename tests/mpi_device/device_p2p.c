@@ -215,44 +215,76 @@ static void truncation(void)
     }
 }
 
-/* GW_TEST_EXPECT_SHARED=1: the run must have moved chunks through the shared
- * staging slots (pml_gpuwire_shared_chunks on the sender, rank 0). A counter
- * handle counts from its allocation: opened before the messages, read after. */
+/* GW_TEST_EXPECT_PVARS="R:name ...": on rank R (a number, or "last": the
+ * receiver of the exchanges; rank 0 sends them) the counter pvar name must
+ * have counted during the run, e.g. "0:pml_gpuwire_shared_chunks". A counter
+ * handle counts from its allocation: opened before the messages, read after.
+ * GW_TEST_NEED_UCX_CUDA=1: skipped unless the UCX in use moves CUDA memory. */
+#define MAX_EXPECT 4
 static MPI_T_pvar_session pv_session;
-static MPI_T_pvar_handle pv_shared;
+static struct {
+    char name[96];
+    MPI_T_pvar_handle handle;
+} expect[MAX_EXPECT];
+static int nexpect, pv_open;
 
-static void shared_chunks_open(void)
+static void expect_open(const char *spec)
 {
-    int idx = find_pvar("pml_gpuwire_shared_chunks"), count = 0;
-    MT_CHECK(idx >= 0);
     MT_CHECK_EQ(MPI_T_pvar_session_create(&pv_session), MPI_SUCCESS);
-    if (idx >= 0)
-        MT_CHECK_EQ(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_shared, &count),
+    pv_open = 1;
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && nexpect < MAX_EXPECT;
+         tok = strtok_r(NULL, " ", &save)) {
+        char *colon = strchr(tok, ':');
+        MT_CHECK(colon != NULL);
+        if (!colon) continue;
+        *colon = '\0';
+        const int rank = strcmp(tok, "last") == 0 ? mt_size - 1 : atoi(tok);
+        if (rank != mt_rank) continue;
+        int idx = find_pvar(colon + 1), count = 0;
+        MT_CHECK(idx >= 0);
+        if (idx < 0) continue;
+        snprintf(expect[nexpect].name, sizeof(expect[nexpect].name), "%s", colon + 1);
+        MT_CHECK_EQ(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &expect[nexpect].handle, &count),
                     MPI_SUCCESS);
+        ++nexpect;
+    }
 }
 
-static unsigned long long shared_chunks_close(void)
+static void expect_close(void)
 {
-    unsigned long long v = 0;
-    MT_CHECK_EQ(MPI_T_pvar_read(pv_session, pv_shared, &v), MPI_SUCCESS);
-    MPI_T_pvar_handle_free(pv_session, &pv_shared);
+    if (!pv_open) return;
+    for (int i = 0; i < nexpect; ++i) {
+        unsigned long long v = 0;
+        MT_CHECK_EQ(MPI_T_pvar_read(pv_session, expect[i].handle, &v), MPI_SUCCESS);
+        if (v == 0) {
+            mt_fail(__FILE__, __LINE__, "%s did not count on rank %d", expect[i].name, mt_rank);
+        } else {
+            printf("[rank %d] %s: %llu\n", mt_rank, expect[i].name, v);
+        }
+        MPI_T_pvar_handle_free(pv_session, &expect[i].handle);
+    }
     MPI_T_pvar_session_free(&pv_session);
-    return v;
 }
 
 int main(int argc, char **argv)
 {
-    const char *expect = getenv("GW_TEST_EXPECT_SHARED");
-    const int expect_shared = expect && atoi(expect) == 1;
+    const char *expect_spec = getenv("GW_TEST_EXPECT_PVARS");
+    const int use_mpit = expect_spec && *expect_spec;
     int provided = 0;
-    if (expect_shared) MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    if (use_mpit) MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
     int dev = device_test_select_gpu();
     if (dev < 0) {
-        if (expect_shared) MPI_T_finalize();
+        if (use_mpit) MPI_T_finalize();
         return mt_skip("no GPU on this machine");
     }
-    if (expect_shared && mt_rank == 0) shared_chunks_open();
+    if (device_test_lacks_ucx_cuda()) {
+        if (use_mpit) MPI_T_finalize();
+        return mt_skip("the UCX in use cannot move CUDA memory (ci/gpu.sh: GPU_UCX_LIB)");
+    }
+    if (expect_spec && *expect_spec) expect_open(expect_spec);
 
     for (int sk = 0; sk < K_NKINDS; ++sk)
         for (int rk = 0; rk < K_NKINDS; ++rk)
@@ -268,12 +300,8 @@ int main(int argc, char **argv)
     many_outstanding();
     MPI_Barrier(MPI_COMM_WORLD);
     truncation();
-    if (expect_shared) {
-        if (mt_rank == 0) {
-            unsigned long long n = shared_chunks_close();
-            if (n == 0) mt_fail(__FILE__, __LINE__, "no chunk went through the shared slots");
-            else printf("shared staging chunks sent by rank 0: %llu\n", n);
-        }
+    if (use_mpit) {
+        expect_close();
         MPI_T_finalize();
     }
     return mt_finish();

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
+#include "mpi_pvar.h"
 #include "mpitest.h"
 
 #define CUDA_OK(call)                                                                     \
@@ -28,6 +29,16 @@ static inline int device_test_select_gpu(void)
     int dev = (same && atoi(same)) ? 0 : mt_rank % ndev;
     CUDA_OK(cudaSetDevice(dev));
     return dev;
+}
+
+/* With GW_TEST_NEED_UCX_CUDA=1: nonzero when the UCX in use cannot move CUDA
+ * memory (pml_gpuwire_ucx_moves_cuda), so the test must skip. After MPI_Init;
+ * the same answer on every rank. */
+static inline int device_test_lacks_ucx_cuda(void)
+{
+    const char *need = getenv("GW_TEST_NEED_UCX_CUDA");
+    if (!need || atoi(need) != 1) return 0;
+    return pvar_value_now("pml_gpuwire_ucx_moves_cuda") == 0;
 }
 
 #endif

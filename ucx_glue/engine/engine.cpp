@@ -432,6 +432,17 @@ cuda::SharedOutbox *Engine::outbox(int device)
     return outbox_.get();
 }
 
+// Before a copy that no stream orders after the application's work on the
+// default stream of GPU device (a CUDA IPC read by another process, UCX's
+// own streams), with pml_gpuwire_device_sync: waits for that stream (a
+// cudaMemcpy whose DMA is still running, say).
+void Engine::order_after_user(int device)
+{
+    if (!params_.device_sync) return;
+    cuda::Status ws = cuda::wait_legacy_stream(device);
+    if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
+}
+
 Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi)
 {
     if (!dev_ || len == 0) return Protocol::host;
@@ -517,14 +528,8 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         cuda::MemoryInfo mi;
         Protocol proto = choose(peer, buf, len, mi);
         const int device = mi.device >= 0 ? mi.device : 0; // no single GPU named: GPU 0
-        if (proto == Protocol::ipc && params_.device_sync) {
-            // The receiver reads this memory from another process: no stream
-            // orders its copy after work this process queued on the default
-            // stream (a cudaMemcpy whose DMA is still running, say).
-            cuda::Status ws = cuda::wait_legacy_stream(device);
-            if (!ws)
-                log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
-        }
+        // Another process (or UCX, on its own streams) reads this memory.
+        if (proto == Protocol::ipc || proto == Protocol::ucx_device) order_after_user(device);
         if (proto == Protocol::ipc) {
             auto *d = new (std::nothrow) DeviceDescriptor{};
             cuda::Status es = d ? dev_->export_range(mi, buf, len, &d->blob)
@@ -563,7 +568,8 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         // (A synchronous send stays one message: its completion must mean the
         // receiver matched it, which chunks smaller than UCX's rendezvous
         // threshold would not guarantee.)
-        if (proto == Protocol::staged && params_.staged_chunked && !(flags & GW_SEND_SYNC)) {
+        if (proto == Protocol::staged && params_.staged_chunked && !(flags & GW_SEND_SYNC) &&
+            len >= kBlockBytes) {
             // Through pinned chunks, device copies overlapping the wire.
             ++stats_.staged_sends;
             ++stats_.sends;
@@ -603,7 +609,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         }
     }
 
-    if (pacer_ && len >= params_.pace_min_bytes && !op->desc && !op->side &&
+    if (pacer_ && len >= params_.pace_min_bytes && len >= kBlockBytes && !op->desc && !op->side &&
         rp.memory_type == UCS_MEMORY_TYPE_HOST && !(flags & GW_SEND_SYNC) &&
         !peer_local(peer)) [[unlikely]] {
         // A large host message to another node: in chunks the pacer admits.
@@ -786,11 +792,32 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->done = 0;
     op->saved = 0;
     op->pinned = 0;
+    op->direct = 0;
     return op;
+}
+
+// Whether UCX may write a device receive from (ctx, source) into the GPU
+// buffer itself: it moves CUDA memory and the sender is one process on
+// another node. From there a D-bit message is only a chunked transfer's
+// header (never a CUDA IPC descriptor), announcing at least kBlockBytes
+// (isend_general), which the transfer then overwrites: nothing of the
+// user's buffer needs saving. Wildcard and same-node receives land in host
+// memory, where a descriptor may arrive instead of the data.
+bool Engine::lands_on_device(uint32_t ctx, int32_t source)
+{
+    if (!path_.ucx_has_cuda || source == GW_ANY_SOURCE || !params_.peer_of_rank) return false;
+    uint32_t peer;
+    return params_.peer_of_rank(params_.resolve_ctx, ctx, source, &peer) == 0 &&
+           peer < peers_.size() && !peer_local(peer);
 }
 
 bool Engine::prepare_landing(RecvOp *op)
 {
+    if (op->direct && op->cap >= kBlockBytes) {
+        op->landing = op->buf;
+        return true;
+    }
+    op->direct = 0;
     if (op->device < 0 && op->cap >= kBlockBytes) {
         // Straight into the user's buffer; keep what a descriptor would
         // overwrite, to put it back.
@@ -839,6 +866,7 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
     uint64_t t, mask;
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
     ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
+    if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
     in_ucx_.push_back(op);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
@@ -906,7 +934,15 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     }
     if (sender_tag & kDescBit) [[unlikely]] {
         InboundMsg m;
-        const bool ok = read_device_message(status, op->landing, length, sender_tag, m);
+        alignas(16) unsigned char head[kBlockBytes];
+        const void *bytes = op->landing;
+        if (op->direct && status == UCS_OK) {
+            // A header UCX wrote into the GPU buffer: read it back.
+            if (length > sizeof(head) || !dev_->copy_sync(head, op->buf, length, op->device))
+                status = UCS_ERR_IO_ERROR;
+            bytes = head;
+        }
+        const bool ok = read_device_message(status, bytes, length, sender_tag, m);
         if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         if (!ok) {
@@ -933,7 +969,10 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     }
     stats_.bytes_received += length;
     gw_status_t st = GW_OK;
-    if (op->device >= 0) {
+    if (op->direct) {
+        ++stats_.device_recvs;
+        ++stats_.ucx_device_recvs;
+    } else if (op->device >= 0) {
         ++stats_.device_recvs;
         // From a pinned landing one DMA; from the heap through pinned chunks.
         cuda::Status s =
@@ -1011,8 +1050,11 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 {
     RecvOp *op = start_recv(req, buf, cap);
     lock_.lock();
-    if (dev_) [[unlikely]]
+    if (dev_) [[unlikely]] {
         op->device = device_of(buf, cap);
+        op->direct = op->device >= 0 && lands_on_device(ctx, source);
+        if (op->direct) order_after_user(op->device); // UCX writes it on its own streams
+    }
     InboundMsg *m = pulled_ ? context(ctx).match_unexpected(source, tag) : nullptr;
     if (m) [[unlikely]] {
         --pulled_;
@@ -1055,6 +1097,7 @@ void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
     m->handle = nullptr;
     delete m;
     ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
+    if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker_, op->landing, landing_bytes(op), h, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "receive of a probed message failed: %s",
@@ -1256,6 +1299,7 @@ void Engine::stats(gw_engine_stats_t *out) const
 {
     lock_.lock();
     *out = stats_;
+    out->ucx_moves_cuda = path_.ucx_has_cuda ? 1 : 0;
     out->pace_rate_mbps = pacer_ ? uint64_t(pacer_->rate_gbps() * 1000.0) : 0;
     if (dev_) {
         cuda::PinnedCacheCounters b = dev_->bounce_cache().counters();

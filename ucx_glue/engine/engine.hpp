@@ -78,6 +78,7 @@ struct RecvOp {
     uint8_t done;      // UCX reported completion
     uint8_t saved;     // block holds the head of buf (landing == buf)
     uint8_t pinned;    // bounce is lent by the device path's pinned cache (else malloc)
+    uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
@@ -333,6 +334,8 @@ private:
     }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Picks where UCX writes for this receive; false when out of memory.
+    bool lands_on_device(uint32_t ctx, int32_t source);
+    void order_after_user(int device);
     bool prepare_landing(RecvOp *op);
     void release_landing(RecvOp *op);
     // Posts op into UCX (a fresh receive) or receives a pulled message.

@@ -9,7 +9,7 @@ namespace gpuwire::engine {
 enum class Protocol {
     host,       // the bytes go to UCX as host memory (eager or rendezvous)
     ipc,        // same node, device memory: the receiver copies from a CUDA IPC mapping
-    ucx_device, // device pointer handed to a UCX that moves CUDA memory (GPUDirect RDMA)
+    ucx_device, // other node: device pointer handed to a UCX that moves CUDA memory (GPUDirect RDMA)
     staged,     // device memory copied through host memory by gpuwire
 };
 
@@ -31,7 +31,10 @@ constexpr Protocol choose_protocol(const SendTraits &t, size_t len, const PathCo
     if (!t.on_gpu || len == 0) return Protocol::host;
     if (t.peer_local && c.ipc_enabled && t.ipc_exportable && len >= c.ipc_threshold)
         return Protocol::ipc;
-    if (c.ucx_has_cuda) return Protocol::ucx_device;
+    // On this node the shared staging slots beat UCX's CUDA transports: the
+    // receiver lands a message from this node in host memory (a CUDA IPC
+    // descriptor may come instead of the data).
+    if (c.ucx_has_cuda && !t.peer_local) return Protocol::ucx_device;
     return Protocol::staged;
 }
 

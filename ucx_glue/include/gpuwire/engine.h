@@ -279,6 +279,10 @@ typedef struct {
     /* chunks sent through this process's shared staging slots; times a chunk
      * found every slot with a receiver (counted at each retry) */
     uint64_t shared_chunks, shared_slot_waits;
+    /* device receives UCX wrote straight into GPU memory (a UCX that moves
+     * CUDA memory, a sender on another node); 1 when the UCX in use moves
+     * CUDA memory, else 0 */
+    uint64_t ucx_device_recvs, ucx_moves_cuda;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */

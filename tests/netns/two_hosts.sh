@@ -1,0 +1,31 @@
+#!/bin/bash
+# Two ranks on two simulated hosts of this machine, without namespaces (no
+# root, no iproute2): mpirun gets two host names that resolve nowhere and an
+# rsh agent that starts each one's daemon here (ci/local_rsh.sh), so Open MPI
+# sees two nodes (plm rsh: an environment may choose another launcher, such
+# as OMPI_MCA_plm=isolated, which stays on one node). pml gpuwire then
+# treats its peer as remote: no CUDA IPC, no shared staging; UCX runs over
+# TCP (and cuda_copy where GW_TWO_HOSTS_UCX_TLS names it).
+#
+#   two_hosts.sh --mpirun PATH [--component-path PATH] -- PROGRAM [ARGS...]
+set -u
+
+mpirun=mpirun component_path=
+here=$(cd "$(dirname "$0")" && pwd -P)
+while [ $# -gt 0 ]; do
+    case $1 in
+    --mpirun) mpirun=$2; shift 2 ;;
+    --component-path) component_path=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ $# -ge 1 ] || { echo "no program given" >&2; exit 2; }
+
+flags=(--oversubscribe --bind-to none -np 2 --host gw-host-a,gw-host-b
+       --mca plm rsh --mca plm_rsh_agent "$here/../../ci/local_rsh.sh" --mca routed direct
+       --mca pml gpuwire --mca btl self -x UCX_TLS="${GW_TWO_HOSTS_UCX_TLS:-tcp,self}")
+[ "$(id -u)" = 0 ] && flags+=(--allow-run-as-root)
+[ -n "$component_path" ] && flags+=(--mca mca_base_component_path "$component_path")
+echo "+ $mpirun ${flags[*]} $*"
+exec timeout 200 "$mpirun" "${flags[@]}" "$@"
