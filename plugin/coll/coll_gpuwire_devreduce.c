@@ -529,18 +529,6 @@ static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[
  * Buffers the ring cannot use as they are
  * ------------------------------------------------------------------------ */
 
-/* Temporaries on this rank's GPU for the regions that are host memory or
- * another GPU's memory; one scratch allocation holds them all. */
-typedef struct {
-    gw_coll_dev_buf_t buf;
-    char *tmp[GW_REGION_COUNT]; /* NULL: the application's buffer is used */
-} temps_t;
-
-static bool usable_as_is(const ctx_t *c, const gw_coll_region_t *r)
-{
-    return r->hi <= r->lo || (r->on_gpu && r->gpu == c->gpu && r->dense);
-}
-
 /* The GPU whose stream and scratch the call uses: the receive buffer's when
  * it is device memory, else the send buffer's. */
 static int gpu_of(const gw_coll_region_t r[GW_REGION_COUNT])
@@ -552,65 +540,27 @@ static int gpu_of(const gw_coll_region_t r[GW_REGION_COUNT])
 }
 
 /* Points eff's buffers at temporaries where the ring cannot use the
- * application's, and copies in what the call reads. Waits for the copies:
- * the pml may read a temporary as soon as the ring starts. */
+ * application's (gw_coll_temps_in: copied in and waited for, since the pml
+ * may read a temporary as soon as the ring starts). The ring treats every
+ * buffer as dense elements. */
 static int temps_in(ctx_t *c, const gw_coll_region_t r[GW_REGION_COUNT], gw_coll_args_t *eff,
-                    temps_t *t)
+                    gw_coll_temps_t *t)
 {
-    const size_t align = 256;
-    size_t at[GW_REGION_COUNT] = {0}, total = 0;
-    memset(t, 0, sizeof(*t));
     for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (usable_as_is(c, &r[i])) continue;
-        if (!r[i].dense) {
+        if (r[i].hi > r[i].lo && !r[i].dense) {
+            memset(t, 0, sizeof(*t));
             snprintf(c->why, sizeof(c->why),
                      "a buffer with gaps reached the device reduction (a datatype check is "
                      "missing); set coll_gpuwire_reduce_algorithm staged");
             return fail(c, "layout");
         }
-        at[i] = total;
-        total += (gw_region_bytes(&r[i]) + align - 1) / align * align;
     }
-    if (0 == total) return OMPI_SUCCESS;
-    int err = scratch(c, total, &t->buf);
-    if (OMPI_SUCCESS != err) return err;
-    uint64_t ticket = 0;
-    bool copying = false;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (usable_as_is(c, &r[i])) continue;
-        t->tmp[i] = (char *)t->buf.ptr + at[i];
-        /* The datatype's displacements start at lo: the pointer the ring
-         * gets is moved back by lo, as the staged path's host view. */
-        char *view = t->tmp[i] - r[i].lo;
-        if (GW_REGION_SEND == i) {
-            eff->sbuf = view;
-        } else {
-            eff->rbuf = view;
-        }
-        if (r[i].flags & GW_STAGE_IN) {
-            err = copy_start(c, t->tmp[i], (const char *)r[i].user + r[i].lo,
-                             gw_region_bytes(&r[i]) / c->es, &ticket);
-            if (OMPI_SUCCESS != err) return err;
-            copying = true;
-        }
-    }
-    return copying ? wait_ticket(c, ticket) : OMPI_SUCCESS;
-}
-
-/* Copies the temporaries the call wrote back into the application's
- * buffers and waits for the copies. */
-static int temps_out(ctx_t *c, const gw_coll_region_t r[GW_REGION_COUNT], const temps_t *t)
-{
-    uint64_t ticket = 0;
-    bool copying = false;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (NULL == t->tmp[i] || !(r[i].flags & GW_STAGE_OUT)) continue;
-        int err = copy_start(c, (char *)r[i].user + r[i].lo, t->tmp[i],
-                             gw_region_bytes(&r[i]) / c->es, &ticket);
-        if (OMPI_SUCCESS != err) return err;
-        copying = true;
-    }
-    return copying ? wait_ticket(c, ticket) : OMPI_SUCCESS;
+    if (0 != gw_coll_temps_in(r, c->gpu, t, c->why, sizeof(c->why))) return fail(c, "device scratch");
+    /* The datatype's displacements start at lo: the pointer the ring gets is
+     * moved back by lo, as the staged path's host view. */
+    if (NULL != t->tmp[GW_REGION_SEND]) eff->sbuf = t->tmp[GW_REGION_SEND] - r[GW_REGION_SEND].lo;
+    if (NULL != t->tmp[GW_REGION_RECV]) eff->rbuf = t->tmp[GW_REGION_RECV] - r[GW_REGION_RECV].lo;
+    return OMPI_SUCCESS;
 }
 
 static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -636,7 +586,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * reads or writes comes first. */
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return fail(&c, "device sync");
     __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
-    temps_t t;
+    gw_coll_temps_t t;
     int err = temps_in(&c, r, &eff, &t);
     if (OMPI_SUCCESS == err) {
         switch (a->id) {
@@ -649,8 +599,10 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         default: err = OMPI_ERR_NOT_SUPPORTED; break;
         }
     }
-    if (OMPI_SUCCESS == err) err = temps_out(&c, r, &t);
-    gw_coll_scratch_put(&t.buf);
+    if (OMPI_SUCCESS == err && 0 != gw_coll_temps_out(r, c.gpu, &t, c.why, sizeof(c.why))) {
+        err = fail(&c, "device copy");
+    }
+    gw_coll_temps_release(&t);
     free(c.reqs);
     return err;
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "coll_gpuwire.h"
+#include "coll_gpuwire_device.h"
 
 typedef enum {
     GW_COLL_ALLGATHER,
@@ -157,6 +158,24 @@ int gw_coll_tag(gw_coll_id_t id);
  * only, on the GPU where auto and the pml moves device buffers). Decided from
  * what is the same on every rank. */
 bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm);
+
+/* Device temporaries on one GPU for the significant regions that are
+ * elsewhere (host memory, another GPU's memory), one scratch allocation for
+ * all (coll_gpuwire_temps.c). */
+typedef struct {
+    gw_coll_dev_buf_t buf;
+    char *tmp[GW_REGION_COUNT]; /* region i's temporary (its byte lo); NULL: used where it is */
+} gw_coll_temps_t;
+/* Sets the temporaries up, copies in the regions the call reads (GW_STAGE_IN)
+ * and waits for the copies. 0, or -1 with why (nothing held then). */
+int gw_coll_temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
+                     char *why, size_t why_len);
+/* Copies the temporaries of the regions the call wrote (GW_STAGE_OUT) back
+ * into the application's buffers and waits. 0, or -1 with why. */
+int gw_coll_temps_out(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
+                      char *why, size_t why_len);
+/* Gives the temporaries back (after temps_out, or instead of it). */
+void gw_coll_temps_release(gw_coll_temps_t *t);
 
 /* With coll_gpuwire_device_sync, waits for the legacy default stream of every
  * GPU whose memory a significant region of the call is: the application's

@@ -198,59 +198,23 @@ static void place_of(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION
     }
 }
 
-/* Device memory of the team's GPU for the regions that are elsewhere (host
- * memory, another GPU): the kernels and the peers' mappings need it. */
-typedef struct {
-    gw_coll_dev_buf_t buf[GW_REGION_COUNT];
-} temps_t;
-
-static int temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, place_t *p, temps_t *t,
-                    char *why, size_t why_len)
+/* Re-points whatever of the call lies in a region that has a temporary on
+ * the team's GPU (host memory, another GPU): the kernels and the peers'
+ * mappings need the team GPU's memory. */
+static void relocate(place_t *p, const gw_coll_region_t r[GW_REGION_COUNT],
+                     const gw_coll_temps_t *t)
 {
-    memset(t, 0, sizeof(*t));
-    uint64_t ticket = 0;
-    bool copying = false;
     for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        const gw_coll_region_t *g = &r[i];
-        if (g->hi <= g->lo || (g->on_gpu && g->gpu == gpu)) continue;
-        const size_t len = gw_region_bytes(g);
-        if (0 != gw_coll_scratch_get(len, gpu, &t->buf[i], why, why_len)) return -1;
-        char *user = (char *)g->user + g->lo;
-        if (g->flags & GW_STAGE_IN) {
-            if (0 != gw_coll_copy_start(t->buf[i].ptr, user, len, gpu, &ticket, why, why_len)) {
-                return -1;
-            }
-            copying = true;
-        }
-        /* Re-point whatever of the call lies in this region. */
-        char *tmp = t->buf[i].ptr;
+        if (NULL == t->tmp[i]) continue;
+        const char *user = (const char *)r[i].user + r[i].lo;
+        const size_t len = gw_region_bytes(&r[i]);
         if ((const char *)p->in >= user && (const char *)p->in < user + len) {
-            p->in = tmp + ((const char *)p->in - user);
+            p->in = t->tmp[i] + ((const char *)p->in - user);
         }
-        if ((char *)p->out >= user && (char *)p->out < user + len) {
-            p->out = tmp + ((char *)p->out - user);
-        }
-    }
-    return copying ? gw_coll_copy_wait(gpu, ticket, why, why_len) : 0;
-}
-
-static int temps_out(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, temps_t *t, bool copy,
-                     char *why, size_t why_len)
-{
-    uint64_t ticket = 0;
-    bool copying = false;
-    int rc = 0;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (NULL == t->buf[i].owner) continue;
-        if (copy && 0 == rc && (r[i].flags & GW_STAGE_OUT)) {
-            rc = gw_coll_copy_start((char *)r[i].user + r[i].lo, t->buf[i].ptr,
-                                    gw_region_bytes(&r[i]), gpu, &ticket, why, why_len);
-            copying = 0 == rc;
+        if ((const char *)p->out >= user && (const char *)p->out < user + len) {
+            p->out = t->tmp[i] + ((const char *)p->out - user);
         }
     }
-    if (copying) rc = gw_coll_copy_wait(gpu, ticket, why, why_len);
-    for (int i = 0; i < GW_REGION_COUNT; ++i) gw_coll_scratch_put(&t->buf[i]);
-    return rc;
 }
 
 static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, const place_t *pp);
@@ -273,20 +237,20 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     char why[256] = "";
     place_t p;
     place_of(a, r, &p);
-    temps_t tmp;
-    if (0 != temps_in(r, tgpu, &p, &tmp, why, sizeof(why))) {
+    gw_coll_temps_t tmp;
+    if (0 != gw_coll_temps_in(r, tgpu, &tmp, why, sizeof(why))) {
         /* Only this rank knows: the others are on their way into the kernel,
          * which gives up after coll_gpuwire_nvlink_timeout seconds. */
         opal_output(0, "coll:gpuwire: %s over NVLink: %s", gw_coll_name(a->id), why);
-        (void)temps_out(r, tgpu, &tmp, false, why, sizeof(why));
         return OMPI_ERROR;
     }
+    relocate(&p, r, &tmp);
     int err = nvlink_call(m, a, &p);
-    if (0 != temps_out(r, tgpu, &tmp, OMPI_SUCCESS == err, why, sizeof(why)) &&
-        OMPI_SUCCESS == err) {
+    if (OMPI_SUCCESS == err && 0 != gw_coll_temps_out(r, tgpu, &tmp, why, sizeof(why))) {
         opal_output(0, "coll:gpuwire: %s over NVLink: %s", gw_coll_name(a->id), why);
         err = OMPI_ERROR;
     }
+    gw_coll_temps_release(&tmp);
     return err;
 }
 
