@@ -43,6 +43,9 @@ typedef struct {
     int reduce_algorithm; /* GW_REDUCE_ALGO_* */
     size_t reduce_segment_bytes; /* bytes per message of the device reductions */
     int move_algorithm;   /* GW_REDUCE_ALGO_*, for Bcast, Allgather(v), Alltoall(v) */
+    int bcast_chain_ranks;     /* device Bcast to this many ranks or more: a pipelined chain */
+    size_t bcast_chain_bytes;  /* ... of at least this many bytes */
+    size_t bcast_segment_bytes; /* bytes per message of the chain */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */

@@ -31,6 +31,9 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .reduce_algorithm = GW_REDUCE_ALGO_AUTO,
     .move_algorithm = GW_REDUCE_ALGO_AUTO,
     .reduce_segment_bytes = (size_t)4 << 20,
+    .bcast_chain_ranks = 4,
+    .bcast_chain_bytes = (size_t)4 << 20,
+    .bcast_segment_bytes = (size_t)2 << 20,
     .nvlink = true,
     .nvlink_oneshot_bytes = (size_t)1 << 20,
     .nvlink_timeout = 20,
@@ -147,6 +150,28 @@ static int component_register(void)
         &mca_coll_gpuwire.reduce_segment_bytes);
 
     (void)mca_base_component_var_register(
+        c, "bcast_chain_ranks",
+        "Device Bcast over point-to-point (coll_gpuwire_move_algorithm) to at least this many "
+        "ranks, of at least coll_gpuwire_bcast_chain_bytes, runs as a pipelined chain: each "
+        "rank receives the message from the one before it in segments and forwards each "
+        "segment as soon as it has it, so the root sends the message once instead of once per "
+        "rank. 0: never (the root sends to every rank)",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.bcast_chain_ranks);
+    (void)mca_base_component_var_register(
+        c, "bcast_chain_bytes",
+        "Smallest device Bcast (bytes) that runs as a pipelined chain (see "
+        "coll_gpuwire_bcast_chain_ranks)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.bcast_chain_bytes);
+    (void)mca_base_component_var_register(
+        c, "bcast_segment_bytes",
+        "Bytes per message of the pipelined chain Bcast (whole elements of the datatype; at "
+        "least one element)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.bcast_segment_bytes);
+
+    (void)mca_base_component_var_register(
         c, "nvlink",
         "Allreduce, Bcast and Allgather on device buffers by kernels that read and write the "
         "other GPUs directly (CUDA IPC over NVLink), when every rank of the communicator is on "
@@ -230,6 +255,12 @@ static int component_open(void)
          GW_PARAM_MAX_MESSAGE, NULL},
         {GW_COLL_PARAM("reduce_segment_bytes"), GW_PARAM_SIZE,
          &mca_coll_gpuwire.reduce_segment_bytes, 1, (int64_t)1 << 30, NULL},
+        {GW_COLL_PARAM("bcast_chain_ranks"), GW_PARAM_INT, &mca_coll_gpuwire.bcast_chain_ranks, 0,
+         1 << 24, "0: never"},
+        {GW_COLL_PARAM("bcast_chain_bytes"), GW_PARAM_SIZE, &mca_coll_gpuwire.bcast_chain_bytes, 0,
+         GW_PARAM_MAX_MESSAGE, NULL},
+        {GW_COLL_PARAM("bcast_segment_bytes"), GW_PARAM_SIZE,
+         &mca_coll_gpuwire.bcast_segment_bytes, 1, (int64_t)1 << 30, NULL},
         {GW_COLL_PARAM("nvlink_oneshot_bytes"), GW_PARAM_SIZE,
          &mca_coll_gpuwire.nvlink_oneshot_bytes, 256, (int64_t)1 << 30, NULL},
         {GW_COLL_PARAM("nvlink_timeout"), GW_PARAM_INT, &mca_coll_gpuwire.nvlink_timeout, 1,

@@ -9,7 +9,9 @@
  * stream where both sides are contiguous, else a message to itself (the pml
  * packs and unpacks it).
  *
- *   bcast            the root sends to every rank (one message each)
+ *   bcast            the root sends to every rank (one message each); to
+ *                    coll_gpuwire_bcast_chain_ranks ranks or more, from
+ *                    coll_gpuwire_bcast_chain_bytes: a pipelined chain (below)
  *   allgather(v)     every rank sends its block to every rank
  *   alltoall(v)      block j to rank j, from every rank
  *
@@ -151,9 +153,82 @@ static int finish(move_t *c, int rc)
     return rc;
 }
 
+/* Waits for request i, a receive, and checks that it brought its block. */
+static int wait_recv(move_t *c, size_t i)
+{
+    ompi_status_public_t st;
+    int rc = ompi_request_wait(&c->reqs[i], &st);
+    if (OMPI_SUCCESS != rc) {
+        snprintf(c->why, sizeof(c->why), "a message failed (%d)", rc);
+        return move_fail(c, "point-to-point");
+    }
+    if (st._ucount != c->want[i]) {
+        snprintf(c->why, sizeof(c->why),
+                 "rank %d received %zu of %zu bytes from rank %d: ranks passed different memory "
+                 "kinds, or different coll_gpuwire_bcast_* parameters; set "
+                 "coll_gpuwire_move_algorithm staged",
+                 c->me, st._ucount, c->want[i], st.MPI_SOURCE);
+        return move_fail(c, "mismatched algorithms");
+    }
+    c->want[i] = SIZE_MAX; /* checked: finish() has nothing left to check */
+    return OMPI_SUCCESS;
+}
+
+/* Elements per segment of the chain (at least one). */
+static int chain_segment(const gw_coll_args_t *a)
+{
+    size_t size = 0;
+    ompi_datatype_type_size(a->dtype, &size);
+    size_t per = size ? mca_coll_gpuwire.bcast_segment_bytes / size : (size_t)a->count;
+    if (per < 1) per = 1;
+    return per > (size_t)a->count ? a->count : (int)per;
+}
+
+/* Whether a Bcast runs as the chain: decided from what is the same on every
+ * rank (the type signature's bytes, the parameters). */
+static bool bcast_chain(const move_t *c)
+{
+    const gw_coll_args_t *a = c->a;
+    return mca_coll_gpuwire.bcast_chain_ranks > 0 && c->n >= mca_coll_gpuwire.bcast_chain_ranks &&
+           c->n > 2 && bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&
+           chain_segment(a) < a->count;
+}
+
+/* The chain root -> root+1 -> ... -> root-1 (ranks in communicator order
+ * from the root): every segment is received from the previous rank into the
+ * application's buffer and sent on to the next one as soon as it is there,
+ * so every rank receives and sends the message once and the segments
+ * overlap along the chain. Segments from one rank with one tag match in
+ * order (MPI's non-overtaking rule). */
+static int run_bcast_chain(move_t *c)
+{
+    const gw_coll_args_t *a = c->a;
+    const int v = (c->me - a->root + c->n) % c->n; /* place in the chain */
+    const int prev = (c->me - 1 + c->n) % c->n, next = (c->me + 1) % c->n;
+    const int seg = chain_segment(a);
+    const int nseg = (a->count + seg - 1) / seg;
+    int rc = OMPI_SUCCESS;
+    const size_t first = c->nreqs;
+    if (v > 0) {
+        for (int s = 0; s < nseg && OMPI_SUCCESS == rc; ++s) {
+            const int cnt = s == nseg - 1 ? a->count - s * seg : seg;
+            rc = post_recv(c, block(a->rbuf, a->dtype, (ptrdiff_t)s * seg), cnt, a->dtype, prev);
+        }
+    }
+    for (int s = 0; s < nseg && OMPI_SUCCESS == rc; ++s) {
+        const int cnt = s == nseg - 1 ? a->count - s * seg : seg;
+        if (v > 0) rc = wait_recv(c, first + (size_t)s);
+        if (OMPI_SUCCESS == rc && v < c->n - 1) {
+            rc = post_send(c, block(a->rbuf, a->dtype, (ptrdiff_t)s * seg), cnt, a->dtype, next);
+        }
+    }
+    return rc;
+}
+
 static int run_bcast(move_t *c)
 {
     const gw_coll_args_t *a = c->a;
+    if (bcast_chain(c)) return run_bcast_chain(c);
     if (c->me != a->root) return post_recv(c, a->rbuf, a->count, a->dtype, a->root);
     int rc = OMPI_SUCCESS;
     for (int k = 1; k < c->n && OMPI_SUCCESS == rc; ++k) {
@@ -226,7 +301,11 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         if (r[i].hi > r[i].lo && r[i].on_gpu) c.gpu = r[i].gpu; /* the receive side's first */
     }
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return move_fail(&c, "device sync");
-    const size_t cap = 2 * (size_t)c.n;
+    size_t cap = 2 * (size_t)c.n;
+    if (GW_COLL_BCAST == a->id && bcast_chain(&c)) {
+        const size_t seg = (size_t)chain_segment(a);
+        cap = 2 * (((size_t)a->count + seg - 1) / seg); /* a receive and a send per segment */
+    }
     c.reqs = malloc(cap * sizeof(*c.reqs));
     c.st = malloc(cap * sizeof(*c.st));
     c.want = malloc(cap * sizeof(*c.want));
