@@ -130,6 +130,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.shared_staging = mca_pml_gpuwire_params.shared_staging ? 1 : 0;
     p.shared_staging_min = mca_pml_gpuwire_params.shared_staging_min;
     p.shared_staging_bytes = mca_pml_gpuwire_params.shared_staging_bytes;
+    p.shared_staging_host = mca_pml_gpuwire_params.shared_staging_host ? 1 : 0;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));

@@ -61,6 +61,7 @@ typedef struct {
     bool shared_staging;        /* same-node device messages without IPC: shared slots */
     size_t shared_staging_min;  /* ... from this size */
     size_t shared_staging_bytes; /* this process's shared slots */
+    bool shared_staging_host;   /* ... also host messages to a receiver into GPU memory */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

@@ -145,6 +145,15 @@ static const struct {
      "from it maps and pins it too",
      MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.shared_staging_bytes},
+    {"shared_staging_host",
+     "With pml_gpuwire_shared_staging: host messages of at least "
+     "pml_gpuwire_shared_staging_min bytes to a process of this node that receives them into "
+     "GPU memory go through the slots too (one CPU copy into a slot, one DMA out of it, "
+     "instead of UCX's copy into host memory and a second copy up). The receiver says so "
+     "after the first such message; a message it takes into host memory again switches it "
+     "back",
+     MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.shared_staging_host},
 };
 
 static int component_register(void);
@@ -179,6 +188,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .shared_staging = true,
     .shared_staging_min = (size_t)32 << 10,
     .shared_staging_bytes = (size_t)32 << 20,
+    .shared_staging_host = true,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {

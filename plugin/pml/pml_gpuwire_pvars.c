@@ -54,6 +54,10 @@ static const struct {
           "Chunks of device messages staged through host memory shared with a receiver on "
           "this node (pml_gpuwire_shared_staging)",
           shared_chunks),
+    COUNTER("shared_host_sends",
+          "Host messages sent through the shared staging slots because their receiver on this "
+          "node takes them into GPU memory (pml_gpuwire_shared_staging_host)",
+          shared_host_sends),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

@@ -54,6 +54,12 @@ void check_tag(uint64_t t)
 
 bool decode_desc(const void *b, size_t n, DeviceDescriptor *out) { return decode_descriptor(b, n, out); }
 bool decode_ack(const void *b, size_t n, SyncAckHeader *out) { return decode_sync_ack(b, n, out); }
+bool decode_hint(const void *b, size_t n, ToDeviceHint *out)
+{
+    if (!decode_to_device_hint(b, n, out)) return false;
+    GW_FUZZ_REQUIRE(out->magic == kToDeviceMagic);
+    return true;
+}
 bool decode_shared(const void *b, size_t n, SharedChunkDesc *out)
 {
     if (!decode_shared_chunk(b, n, out)) return false;
@@ -64,7 +70,8 @@ bool decode_chunked(const void *b, size_t n, ChunkedHeader *out)
 {
     if (!decode_chunked_header(b, n, out)) return false;
     // What an accepted header promises the receiver.
-    GW_FUZZ_REQUIRE(out->magic == kChunkedMagic && (out->flags & ~kChunkedShared) == 0);
+    GW_FUZZ_REQUIRE(out->magic == kChunkedMagic && (out->flags & ~kChunkedFlags) == 0);
+    GW_FUZZ_REQUIRE(!(out->flags & kChunkedFromHost) || (out->flags & kChunkedShared));
     GW_FUZZ_REQUIRE(out->chunk_bytes > 0 && out->chunk_bytes <= kMaxChunkBytes);
     GW_FUZZ_REQUIRE(chunk_tag(out->src_peer & uint32_t(kMaxRank), out->xfer_id) <= ~kDescBit);
     return true;
@@ -78,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_decoder<SyncAckHeader>(decode_ack, data, size);
     check_decoder<ChunkedHeader>(decode_chunked, data, size);
     check_decoder<SharedChunkDesc>(decode_shared, data, size);
+    check_decoder<ToDeviceHint>(decode_hint, data, size);
     for (size_t at = 1; at + sizeof(ChunkedHeader) <= size && at < 16; ++at) {
         check_decoder<ChunkedHeader>(decode_chunked, data + at, sizeof(ChunkedHeader));
     }

@@ -215,9 +215,10 @@ static void truncation(void)
     }
 }
 
-/* GW_TEST_EXPECT_PVARS="R:name ...": on rank R (a number, or "last": the
- * receiver of the exchanges; rank 0 sends them) the counter pvar name must
- * have counted during the run, e.g. "0:pml_gpuwire_shared_chunks". A counter
+/* GW_TEST_EXPECT_PVARS="R:name,R:name ..." (commas or spaces): on rank R (a
+ * number, or "last": the receiver of the exchanges; rank 0 sends them) the
+ * counter pvar name must have counted during the run, e.g.
+ * "0:pml_gpuwire_shared_chunks". A counter
  * handle counts from its allocation: opened before the messages, read after.
  * GW_TEST_NEED_UCX_CUDA=1: skipped unless the UCX in use moves CUDA memory. */
 #define MAX_EXPECT 4
@@ -234,8 +235,8 @@ static void expect_open(const char *spec)
     pv_open = 1;
     char buf[512];
     snprintf(buf, sizeof(buf), "%s", spec);
-    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && nexpect < MAX_EXPECT;
-         tok = strtok_r(NULL, " ", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok && nexpect < MAX_EXPECT;
+         tok = strtok_r(NULL, " ,", &save)) {
         char *colon = strchr(tok, ':');
         MT_CHECK(colon != NULL);
         if (!colon) continue;

@@ -57,8 +57,9 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->shared = shared;
     x->peer = peer;
     for (XferSlot &s : x->slots) s.x = x;
-    *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk),
-                       shared ? kChunkedShared : 0};
+    const uint32_t flags = !shared ? 0 : device >= 0 ? kChunkedShared
+                                                    : kChunkedShared | kChunkedFromHost;
+    *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk), flags};
     if (shared) {
         // The receiver's GoMessage comes on the chunk tag, once it matched.
         ucp_request_param_t gp = recv_param(&Engine::on_go, x);
@@ -149,7 +150,13 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
     ++stats_.chunked_recvs;
     if (!x->discard) stats_.bytes_received += h.length;
     if (x->device >= 0) ++stats_.device_recvs;
-    if (x->shared) send_go(*x, h.xfer_id);
+    if (x->shared) {
+        // A host sender that chose the slots for a receive into host memory
+        // hears so in the go-ahead; a later host message that lands in GPU
+        // memory may then hint again.
+        if ((h.flags & kChunkedFromHost) && x->device < 0) peers_[x->peer].hinted = false;
+        send_go(*x, h.xfer_id);
+    }
     xfers_.push_back(x);
     advance(*x);
 }
@@ -162,6 +169,8 @@ void Engine::send_go(Xfer &x, uint64_t xfer_id)
     ucs_status_ptr_t r = nullptr;
     if (ep) {
         x.go_msg.xfer_id = xfer_id;
+        x.go_msg.flags = x.device >= 0 ? kGoIntoDevice : 0;
+        x.go_msg.reserved = 0;
         ucp_request_param_t rp = send_param(&Engine::on_go_sent, &x);
         r = ucp_tag_send_nbx(ep, &x.go_msg, sizeof(x.go_msg), x.tag, &rp);
         if (UCS_PTR_IS_ERR(r)) st = from_ucs(UCS_PTR_STATUS(r));
@@ -191,6 +200,10 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
     x->go_req = nullptr;
     if (status == UCS_OK && length == sizeof(GoMessage)) {
         x->go = true;
+        // A host message whose receiver takes it into host memory: the next
+        // ones go the usual way again.
+        if (x->device < 0 && !(x->go_msg.flags & kGoIntoDevice))
+            x->engine->peers_[x->peer].into_device = false;
         return;
     }
     gw_status_t st = status == UCS_OK ? GW_ERR_TRANSPORT : from_ucs(status);
@@ -267,7 +280,9 @@ bool Engine::advance(Xfer &x)
 
 void Engine::start_chunk(Xfer &x, XferSlot &s)
 {
-    if (x.sending && x.device >= 0) {
+    if (x.sending && x.shared && x.device < 0) {
+        std::memcpy(s.shared, x.buf + s.off, s.n); // host memory into the slot
+    } else if (x.sending && x.device >= 0) {
         // Device to pinned first; chunk_on_wire() once the copy is done.
         s.state = XferSlot::COPYING;
         cuda::Status cs = dev_->start_copy(s.host(), x.buf + s.off, s.n, x.device, {},

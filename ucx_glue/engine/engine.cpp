@@ -111,7 +111,7 @@ gw_status_t Engine::init(std::string &why)
     struct {
         unsigned id;
         ucp_am_recv_callback_t cb;
-    } handlers[] = {{AM_SYNC_ACK, &Engine::on_sync_ack}};
+    } handlers[] = {{AM_SYNC_ACK, &Engine::on_sync_ack}, {AM_TO_DEVICE, &Engine::on_to_device}};
     for (auto &h : handlers) {
         ucp_am_handler_param_t hp{};
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -387,7 +387,7 @@ int Engine::progress_side_work()
     if (cnp_reader_ && pacer_) [[unlikely]]
         poll_congestion();
     if (!xfers_.empty()) advance_xfers();
-    if (!pending_acks_.empty()) flush_acks();
+    if (!pending_acks_.empty() || !pending_hints_.empty()) flush_acks();
     return n;
 }
 
@@ -552,6 +552,19 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                     es.message().c_str());
                 proto = Protocol::staged;
             }
+        }
+        if (proto == Protocol::host && peers_[peer].into_device && params_.shared_staging_host &&
+            use_shared_staging(peer, len, 0)) {
+            // A host message to a receiver that takes them into GPU memory:
+            // one memcpy into a slot here, one DMA out of it there. (Slots
+            // not set up yet are pinned in GPU 0's context.)
+            ++stats_.shared_host_sends;
+            ++stats_.sends;
+            stats_.bytes_sent += len;
+            st = start_chunked_send(op, ep, peer, wire_tag, buf, len, -1, false, true);
+            lock_.unlock();
+            run_completions();
+            return st;
         }
         if (proto == Protocol::staged && use_shared_staging(peer, len, device)) {
             // Through slots of host memory the receiver maps: one DMA at each
@@ -732,44 +745,88 @@ ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_le
     return UCS_OK;
 }
 
+// A peer on this node says it takes our large host messages into GPU memory.
+ucs_status_t Engine::on_to_device(void *arg, const void *header, size_t header_length, void *,
+                                  size_t, const ucp_am_recv_param_t *)
+{
+    auto *e = static_cast<Engine *>(arg);
+    ToDeviceHint h;
+    if (!decode_to_device_hint(header, header_length, &h) || h.src_peer >= e->peers_.size() ||
+        h.src_peer == e->params_.my_peer || !e->peer_local(h.src_peer)) {
+        e->log(GW_LOG_WARN, "malformed receive-into-GPU hint dropped");
+        return UCS_OK;
+    }
+    e->peers_[h.src_peer].into_device = true;
+    return UCS_OK;
+}
+
+// A host message from a process of this node landed in GPU memory through
+// host memory: tell the sender (once, until it sends through the slots into
+// host memory again) that such messages may use its shared slots.
+void Engine::hint_into_device(uint64_t sender_tag)
+{
+    uint32_t peer;
+    if (!params_.peer_of_rank ||
+        params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
+                             &peer) != 0 ||
+        peer >= peers_.size() || peer == params_.my_peer || !peer_local(peer) ||
+        peers_[peer].hinted)
+        return;
+    peers_[peer].hinted = true;
+    pending_hints_.push_back(peer);
+}
+
 namespace {
-struct AckSend {
-    SyncAckHeader hdr;
+struct AmSend {
+    alignas(8) unsigned char bytes[16];
 };
 } // namespace
 
 void Engine::on_ack_sent(void *request, ucs_status_t, void *user_data)
 {
     ucp_request_free(request);
-    delete static_cast<AckSend *>(user_data);
+    delete static_cast<AmSend *>(user_data);
 }
 
-// Acknowledgements of device copies are sent from progress(), outside UCX's
-// callbacks, because they may need a new endpoint.
+// One eager active message of at most 16 header bytes.
+void Engine::send_am(uint32_t peer, unsigned id, const void *header, size_t length)
+{
+    gw_status_t st;
+    ucp_ep_h ep = endpoint(peer, st);
+    if (!ep) return;
+    auto *m = new AmSend;
+    std::memcpy(m->bytes, header, length);
+    ucp_request_param_t rp{};
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    rp.cb.send = &Engine::on_ack_sent;
+    rp.user_data = m;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, m->bytes, length, nullptr, 0, &rp);
+    if (!UCS_PTR_IS_PTR(r)) {
+        if (UCS_PTR_IS_ERR(r))
+            log(GW_LOG_ERROR, "active message %u to process %u failed: %s", id, peer,
+                ucs_status_string(UCS_PTR_STATUS(r)));
+        delete m;
+    }
+}
+
+// Acknowledgements of device copies (and receive-into-GPU hints) are sent
+// from progress(), outside UCX's callbacks, because they may need a new
+// endpoint.
 void Engine::flush_acks()
 {
     // Nothing below queues acks, so the queue keeps its capacity.
     for (const PendingAck &a : pending_acks_) {
-        gw_status_t st;
-        ucp_ep_h ep = endpoint(a.peer, st);
-        if (!ep) continue;
-        auto *ack = new AckSend{SyncAckHeader{a.sync_id}};
-        ucp_request_param_t rp{};
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                          UCP_OP_ATTR_FIELD_FLAGS;
-        rp.cb.send = &Engine::on_ack_sent;
-        rp.user_data = ack;
-        rp.flags = UCP_AM_SEND_FLAG_EAGER;
-        ucs_status_ptr_t r =
-            ucp_am_send_nbx(ep, AM_SYNC_ACK, &ack->hdr, sizeof(ack->hdr), nullptr, 0, &rp);
-        if (!UCS_PTR_IS_PTR(r)) {
-            if (UCS_PTR_IS_ERR(r))
-                log(GW_LOG_ERROR, "acknowledgement to process %u failed: %s", a.peer,
-                    ucs_status_string(UCS_PTR_STATUS(r)));
-            delete ack;
-        }
+        const SyncAckHeader h{a.sync_id};
+        send_am(a.peer, AM_SYNC_ACK, &h, sizeof(h));
     }
     pending_acks_.clear();
+    for (uint32_t peer : pending_hints_) {
+        const ToDeviceHint h{kToDeviceMagic, params_.my_peer};
+        send_am(peer, AM_TO_DEVICE, &h, sizeof(h));
+    }
+    pending_hints_.clear();
 }
 
 // ---------------------------------------------------------------------------
@@ -974,6 +1031,9 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
         ++stats_.ucx_device_recvs;
     } else if (op->device >= 0) {
         ++stats_.device_recvs;
+        if (length >= params_.shared_staging_min && params_.shared_staging &&
+            params_.shared_staging_host) [[unlikely]]
+            hint_into_device(sender_tag);
         // From a pinned landing one DMA; from the heap through pinned chunks.
         cuda::Status s =
             op->pinned ? dev_->copy_sync(op->buf, op->landing, length, op->device)
@@ -1361,7 +1421,7 @@ void Engine::context_release(uint32_t ctx)
         log(GW_LOG_WARN, "%zu unreceived message(s) of communicator %u dropped", dropped, ctx);
         stats_.dropped_messages += dropped;
     }
-    if (!pending_acks_.empty()) flush_acks();
+    if (!pending_acks_.empty() || !pending_hints_.empty()) flush_acks();
     lock_.unlock();
 }
 

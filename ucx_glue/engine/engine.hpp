@@ -261,6 +261,12 @@ private:
     struct Peer {
         ucp_ep_h ep = nullptr;
         bool failed = false;
+        // Sender side: this peer takes our large host messages into GPU
+        // memory (its ToDeviceHint): they go through the shared slots.
+        bool into_device = false;
+        // Receiver side: a ToDeviceHint was sent to this peer and not
+        // answered by a host transfer into host memory since.
+        bool hinted = false;
     };
     struct PendingAck {
         uint32_t peer;
@@ -297,7 +303,7 @@ private:
     bool side_work() const
     {
         return (dev_ && dev_->busy()) || (cnp_reader_ && pacer_) || !xfers_.empty() ||
-               !pending_acks_.empty();
+               !pending_acks_.empty() || !pending_hints_.empty();
     }
     int progress_side_work();
 
@@ -361,6 +367,10 @@ private:
     // nullptr: then the message goes through pageable memory.
     void *lend_bounce(size_t len, int device);
     void flush_acks();
+    void send_am(uint32_t peer, unsigned id, const void *header, size_t length);
+    void hint_into_device(uint64_t sender_tag);
+    static ucs_status_t on_to_device(void *arg, const void *header, size_t header_length,
+                                     void *data, size_t length, const ucp_am_recv_param_t *param);
 
     // Chunked transfers (chunked.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
@@ -418,6 +428,7 @@ private:
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;
     std::vector<PendingAck> pending_acks_;
+    std::vector<uint32_t> pending_hints_; // peers owed a ToDeviceHint
     std::vector<gw_request_t *> done_;
     size_t done_head_ = 0;
     gw_engine_stats_t stats_{};

@@ -91,6 +91,7 @@ constexpr uint32_t ctx_of(uint64_t t) { return uint32_t((t & kCtxMask) >> (kTagB
 
 enum AmId : unsigned {
     AM_SYNC_ACK = 2,
+    AM_TO_DEVICE = 3, // ToDeviceHint: "my receives of your host messages land in GPU memory"
 };
 
 struct DeviceDescriptor {
@@ -132,6 +133,10 @@ struct ChunkedHeader {
 // The chunks travel through the sender's shared staging slots: each chunk
 // message is a SharedChunkDesc, and the receiver first sends a GoMessage.
 constexpr uint32_t kChunkedShared = 1;
+// With kChunkedShared: the sender's buffer is host memory (it went through
+// the slots because the receiver said it receives into GPU memory).
+constexpr uint32_t kChunkedFromHost = 2;
+constexpr uint32_t kChunkedFlags = kChunkedShared | kChunkedFromHost;
 static_assert(sizeof(ChunkedHeader) == 32);
 static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
 
@@ -142,7 +147,8 @@ inline bool decode_chunked_header(const void *bytes, size_t length, ChunkedHeade
     if (bytes == nullptr || length != sizeof(ChunkedHeader)) return false;
     ChunkedHeader h;
     std::memcpy(&h, bytes, sizeof(h));
-    if (h.magic != kChunkedMagic || (h.flags & ~kChunkedShared) != 0 || h.chunk_bytes == 0 ||
+    if (h.magic != kChunkedMagic || (h.flags & ~kChunkedFlags) != 0 ||
+        ((h.flags & kChunkedFromHost) && !(h.flags & kChunkedShared)) || h.chunk_bytes == 0 ||
         h.chunk_bytes > kMaxChunkBytes)
         return false;
     *out = h;
@@ -186,8 +192,31 @@ inline bool decode_shared_chunk(const void *bytes, size_t length, SharedChunkDes
 // receiver has not reached.
 struct GoMessage {
     uint64_t xfer_id;
+    uint32_t flags; // kGoIntoDevice: the receive buffer is GPU memory
+    uint32_t reserved;
 };
-static_assert(sizeof(GoMessage) == 8);
+constexpr uint32_t kGoIntoDevice = 1;
+static_assert(sizeof(GoMessage) == 16);
+
+// A receiver on this node took a large host message from this sender into
+// GPU memory through host memory: the sender's next ones may use its shared
+// staging slots (pml_gpuwire_shared_staging_host).
+struct ToDeviceHint {
+    uint32_t magic; // kToDeviceMagic
+    uint32_t src_peer;
+};
+constexpr uint32_t kToDeviceMagic = 0x47574844; // "GWHD"
+static_assert(sizeof(ToDeviceHint) == 8);
+
+inline bool decode_to_device_hint(const void *bytes, size_t length, ToDeviceHint *out)
+{
+    if (bytes == nullptr || length != sizeof(ToDeviceHint)) return false;
+    ToDeviceHint h;
+    std::memcpy(&h, bytes, sizeof(h));
+    if (h.magic != kToDeviceMagic) return false;
+    *out = h;
+    return true;
+}
 
 struct SyncAckHeader {
     uint64_t sync_id;

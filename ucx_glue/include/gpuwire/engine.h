@@ -187,6 +187,12 @@ typedef struct {
     int shared_staging;
     size_t shared_staging_min;
     size_t shared_staging_bytes;
+    /* With shared_staging: host messages of at least shared_staging_min
+     * bytes to a peer on this node whose receives of them land in GPU memory
+     * go through the slots too (one memcpy in, one DMA out). The receiver
+     * tells the sender after such a message came the usual way; a transfer
+     * the receiver takes into host memory switches the sender back. */
+    int shared_staging_host;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -283,6 +289,9 @@ typedef struct {
      * CUDA memory, a sender on another node); 1 when the UCX in use moves
      * CUDA memory, else 0 */
     uint64_t ucx_device_recvs, ucx_moves_cuda;
+    /* host messages sent through the shared staging slots (their receiver
+     * takes them into GPU memory) */
+    uint64_t shared_host_sends;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
