@@ -33,6 +33,15 @@ enum {
     GW_REDUCE_ALGO_DEVICE, /* device whatever the pml (one that is CUDA-aware) */
 };
 
+/* coll_gpuwire_hierarchical: device Allreduce on communicators that span
+ * several nodes as reduce in each node, allreduce among the nodes' first
+ * ranks, bcast in each node (coll_gpuwire_hier.c). */
+enum {
+    GW_HIER_NEVER = 0,
+    GW_HIER_AUTO = 1,   /* where the reductions run on the GPU */
+    GW_HIER_ALWAYS = 2, /* also where they are staged (testing) */
+};
+
 /* Parameters and process-wide state of the component. */
 typedef struct {
     int priority;
@@ -46,6 +55,7 @@ typedef struct {
     int bcast_chain_ranks;     /* device Bcast to this many ranks or more: a pipelined chain */
     size_t bcast_chain_bytes;  /* ... of at least this many bytes */
     size_t bcast_segment_bytes; /* bytes per message of the chain */
+    int hierarchical;          /* GW_HIER_* */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
@@ -62,6 +72,7 @@ typedef struct {
     unsigned long long staged_bytes;
     unsigned long long device_calls;
     unsigned long long nvlink_calls;
+    unsigned long long hier_calls;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
      * complete (freed ones included). */
@@ -152,6 +163,11 @@ typedef struct {
      * at the first call that could use it; -1 when it cannot be. */
     int nvl_state;
     struct gw_coll_team *nvl_team;
+
+    /* Sub-communicators of the hierarchical Allreduce (coll_gpuwire_hier.c):
+     * this rank's node, and the nodes' first ranks (NULL on the others). */
+    int hier_state;
+    struct ompi_communicator_t *hier_node, *hier_leaders;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

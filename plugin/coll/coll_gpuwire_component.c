@@ -34,6 +34,7 @@ mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
     .bcast_chain_ranks = 4,
     .bcast_chain_bytes = (size_t)4 << 20,
     .bcast_segment_bytes = (size_t)2 << 20,
+    .hierarchical = GW_HIER_AUTO,
     .nvlink = true,
     .nvlink_oneshot_bytes = (size_t)1 << 20,
     .nvlink_timeout = 20,
@@ -150,6 +151,15 @@ static int component_register(void)
         &mca_coll_gpuwire.reduce_segment_bytes);
 
     (void)mca_base_component_var_register(
+        c, "hierarchical",
+        "Allreduce on device buffers over communicators that span several nodes: 1 (auto, "
+        "where the reductions run on the GPU) reduces inside each node to its first rank, "
+        "allreduces among the nodes' first ranks (only they use the network) and broadcasts "
+        "inside each node, each step by this component's algorithms for that level; 2 also "
+        "where the reductions are staged; 0 never",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_coll_gpuwire.hierarchical);
+    (void)mca_base_component_var_register(
         c, "bcast_chain_ranks",
         "Device Bcast over point-to-point (coll_gpuwire_move_algorithm) to at least this many "
         "ranks, of at least coll_gpuwire_bcast_chain_bytes, runs as a pipelined chain: each "
@@ -227,6 +237,10 @@ static int component_register(void)
     register_counter("nvlink_calls",
                      "Collectives on device buffers run by the NVLink kernels",
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("hier_calls",
+                     "Allreduce calls on device buffers across nodes composed per level "
+                     "(coll_gpuwire_hierarchical)",
+                     &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",
                      "Non-blocking collectives whose previous module's collective started after "
                      "their initiation returned, from MPI's progress: copies to host staging, or "
@@ -255,6 +269,8 @@ static int component_open(void)
          GW_PARAM_MAX_MESSAGE, NULL},
         {GW_COLL_PARAM("reduce_segment_bytes"), GW_PARAM_SIZE,
          &mca_coll_gpuwire.reduce_segment_bytes, 1, (int64_t)1 << 30, NULL},
+        {GW_COLL_PARAM("hierarchical"), GW_PARAM_INT, &mca_coll_gpuwire.hierarchical, 0, 2,
+         "0 never, 1 auto, 2 always"},
         {GW_COLL_PARAM("bcast_chain_ranks"), GW_PARAM_INT, &mca_coll_gpuwire.bcast_chain_ranks, 0,
          1 << 24, "0: never"},
         {GW_COLL_PARAM("bcast_chain_bytes"), GW_PARAM_SIZE, &mca_coll_gpuwire.bcast_chain_bytes, 0,

@@ -142,6 +142,10 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 extern const gw_coll_algorithm_t gw_coll_nvlink;
 /* Releases the communicator's NVLink team (module destructor). */
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
+/* Allreduce across nodes composed per level (coll_gpuwire_hier.c). */
+extern const gw_coll_algorithm_t gw_coll_hier;
+/* Frees the communicator's sub-communicators (module destructor). */
+void gw_coll_hier_release(mca_coll_gpuwire_module_t *m);
 /* Reductions kept on the GPU (coll_gpuwire_devreduce.c). */
 extern const gw_coll_algorithm_t gw_coll_devreduce;
 /* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's

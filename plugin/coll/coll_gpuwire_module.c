@@ -84,6 +84,7 @@ static void module_construct(mca_coll_gpuwire_module_t *m)
 static void module_destruct(mca_coll_gpuwire_module_t *m)
 {
     gw_coll_nvlink_release(m);
+    gw_coll_hier_release(m);
     GW_RELEASE_PREVIOUS(m, allgather);
     GW_RELEASE_PREVIOUS(m, allgatherv);
     GW_RELEASE_PREVIOUS(m, allreduce);

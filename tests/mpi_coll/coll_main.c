@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "coll_harness.h"
+#include "coll_pvar.h"
 
 typedef void (*case_fn)(MPI_Comm, bool);
 
@@ -67,6 +68,18 @@ int main(int argc, char **argv)
     harness_init(&argc, &argv);
     if (harness_skip_reason()) return mt_skip(harness_skip_reason());
 
+    /* GW_TEST_EXPECT_COLL_PVAR=<name>: a counter of the coll component that
+     * must count on every rank during the run (coll_gpuwirefake_hier_calls). */
+    const char *expect = getenv("GW_TEST_EXPECT_COLL_PVAR");
+    MPI_T_pvar_session session = MPI_T_PVAR_SESSION_NULL;
+    MPI_T_pvar_handle counter = MPI_T_PVAR_HANDLE_NULL;
+    if (expect && *expect) {
+        int provided = 0;
+        MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+        MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
+        counter = coll_pvar_open(session, expect, MPI_T_PVAR_CLASS_COUNTER);
+    }
+
     run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD");
 
     /* Halves in reversed order: rank 0 of the sub-communicator is the
@@ -83,6 +96,14 @@ int main(int argc, char **argv)
 
     case_many_in_flight(MPI_COMM_WORLD);
     case_initiation_does_not_wait(MPI_COMM_WORLD);
+
+    if (expect && *expect) {
+        const unsigned long long n = coll_pvar_read(session, counter);
+        if (0 == n) mt_fail(__FILE__, __LINE__, "%s did not count on rank %d", expect, mt_rank);
+        if (counter != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(session, &counter);
+        MPI_T_pvar_session_free(&session);
+        MPI_T_finalize();
+    }
 
     harness_fini();
     return mt_finish();

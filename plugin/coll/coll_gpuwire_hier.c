@@ -1,0 +1,150 @@
+/*
+ * Allreduce on device buffers across several nodes, composed from what
+ * runs best at each level:
+ *
+ *   1. Reduce inside each node to the node's first rank (node communicator:
+ *      the ring on the GPU over CUDA IPC/NVLink, or staged);
+ *   2. Allreduce among those first ranks, one per node, in place (leaders'
+ *      communicator: the ring over point-to-point, GPUDirect RDMA or the
+ *      staged pipeline between nodes);
+ *   3. Bcast inside each node from its first rank (NVLink kernels or point-
+ *      to-point on the application's buffer).
+ *
+ * Each step is a collective on a sub-communicator, so the component's own
+ * dispatch picks its algorithm there; nothing here touches the bytes. Only
+ * the leaders' traffic crosses the network, once per node instead of once
+ * per rank. The predefined ops it takes are commutative and associative, so
+ * the order of combination does not matter (floating-point sums may round
+ * differently from a flat ring, as between any two algorithms).
+ *
+ * The sub-communicators are made at the communicator's first call that
+ * could use them (a collective split over it, host buffers only) and freed
+ * with the module. Every rank decides alike: the communicator spans several
+ * nodes (Open MPI's locality, the same on every rank), and after the split,
+ * whether some node has two ranks or more (a host allreduce); if none has,
+ * the flat algorithms are as good and every call declines from then on.
+ */
+#include <stdlib.h>
+
+#include "coll_gpuwire.h"
+#include "coll_gpuwire_dispatch.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/info/info.h"
+#include "ompi/proc/proc.h"
+
+enum { HIER_UNKNOWN = 0, HIER_READY = 1, HIER_UNUSABLE = -1 };
+
+static bool spans_nodes(struct ompi_communicator_t *comm)
+{
+    const int n = ompi_comm_size(comm);
+    for (int r = 0; r < n; ++r) {
+        ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        if (NULL == p || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) return true;
+    }
+    return false;
+}
+
+static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    (void)r;
+    const int mode = mca_coll_gpuwire.hierarchical;
+    if (GW_HIER_NEVER == mode || a->nonblocking || GW_COLL_ALLREDUCE != a->id || a->count <= 0 ||
+        OMPI_COMM_IS_INTER(a->comm) || ompi_comm_size(a->comm) < 3) {
+        return false;
+    }
+    /* auto: where the reductions run on the GPU (not staged through host
+     * memory, where one staged call beats three). */
+    if (GW_HIER_AUTO == mode &&
+        !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE), mca_coll_gpuwire.reduce_algorithm)) {
+        return false;
+    }
+    int op, type;
+    return gw_coll_table_ids(a->op, a->dtype, &op, &type) && spans_nodes(a->comm);
+}
+
+void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
+{
+    if (NULL != m->hier_node) ompi_comm_free(&m->hier_node);
+    if (NULL != m->hier_leaders) ompi_comm_free(&m->hier_leaders);
+    m->hier_node = m->hier_leaders = NULL;
+    m->hier_state = HIER_UNKNOWN;
+}
+
+/* Collective over comm: the node and leaders' communicators, or
+ * HIER_UNUSABLE on every rank alike. An error return is an MPI error of the
+ * split or the host exchange. */
+static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    struct ompi_communicator_t *node = NULL, *leaders = NULL;
+    int rc = ompi_comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, &ompi_mpi_info_null.info.super,
+                                  &node);
+    if (OMPI_SUCCESS != rc) return rc;
+    const bool leader = 0 == ompi_comm_rank(node);
+    rc = ompi_comm_split(comm, leader ? 0 : MPI_UNDEFINED, ompi_comm_rank(comm), &leaders, false);
+    if (OMPI_SUCCESS != rc) {
+        ompi_comm_free(&node);
+        return rc;
+    }
+    int mine = ompi_comm_size(node), most = 0;
+    rc = m->previous_allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, comm,
+                               m->previous_allreduce_module);
+    m->hier_node = node;
+    m->hier_leaders = MPI_COMM_NULL == leaders ? NULL : leaders;
+    if (OMPI_SUCCESS != rc || most < 2) {
+        gw_coll_hier_release(m);
+        m->hier_state = HIER_UNUSABLE;
+        if (OMPI_SUCCESS == rc) {
+            COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s has one rank per node: not used",
+                                 comm->c_name);
+        }
+        return rc;
+    }
+    m->hier_state = HIER_READY;
+    COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s: %d rank(s) on this node, %s", comm->c_name,
+                         mine, leader ? "its leader" : "not its leader");
+    return OMPI_SUCCESS;
+}
+
+static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                    gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    (void)r;
+    (void)request; /* blocking forms only (accepts) */
+    if (HIER_UNKNOWN == m->hier_state) {
+        if (NULL == m->previous_allreduce) {
+            m->hier_state = HIER_UNUSABLE; /* the same on every rank */
+        } else {
+            int rc = hier_setup(m, a->comm);
+            if (OMPI_SUCCESS != rc) return rc;
+        }
+    }
+    if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
+
+    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
+    const bool leader = 0 == ompi_comm_rank(node);
+    void *rbuf = a->rbuf;
+    /* 1. Into the leader's receive buffer. */
+    const void *send = a->sbuf;
+    if (!leader && MPI_IN_PLACE == send) send = rbuf;
+    int rc = node->c_coll->coll_reduce(send, rbuf, a->count, a->dtype, a->op, 0, node,
+                                       node->c_coll->coll_reduce_module);
+    /* 2. Among the leaders, in place. */
+    if (OMPI_SUCCESS == rc && leader && NULL != leaders && ompi_comm_size(leaders) > 1) {
+        rc = leaders->c_coll->coll_allreduce(MPI_IN_PLACE, rbuf, a->count, a->dtype, a->op,
+                                             leaders, leaders->c_coll->coll_allreduce_module);
+    }
+    /* 3. Back to every rank of the node. */
+    if (OMPI_SUCCESS == rc) {
+        rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, 0, node,
+                                      node->c_coll->coll_bcast_module);
+    }
+    if (OMPI_SUCCESS == rc) {
+        __atomic_fetch_add(&mca_coll_gpuwire.hier_calls, 1, __ATOMIC_RELAXED);
+    } else {
+        opal_output(0, "coll:gpuwire: hierarchical allreduce of %d elements failed (%d); set "
+                    "coll_gpuwire_hierarchical 0", a->count, rc);
+    }
+    return rc;
+}
+
+const gw_coll_algorithm_t gw_coll_hier = {"hierarchical", hier_accepts, hier_run};
