@@ -146,12 +146,13 @@ static const struct {
      MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.shared_staging_bytes},
     {"shared_staging_host",
-     "With pml_gpuwire_shared_staging: host messages of at least "
-     "pml_gpuwire_shared_staging_min bytes to a process of this node that receives them into "
-     "GPU memory go through the slots too (one CPU copy into a slot, one DMA out of it, "
-     "instead of UCX's copy into host memory and a second copy up). The receiver says so "
-     "after the first such message; a message it takes into host memory again switches it "
-     "back",
+     "With pml_gpuwire_shared_staging: messages of at least pml_gpuwire_shared_staging_min "
+     "bytes between host memory at one end and GPU memory at the other, to a process of this "
+     "node, go through the slots too: host messages its receives take into GPU memory (one "
+     "CPU copy into a slot, one DMA out of it, instead of UCX's copy into host memory and a "
+     "second copy up), and device messages its receives take into pageable host memory "
+     "(instead of CUDA IPC and a copy through pinned chunks). The receiver says so after the "
+     "first such message; a transfer it takes the other way switches the sender back",
      MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.shared_staging_host},
 };

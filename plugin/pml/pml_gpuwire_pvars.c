@@ -58,6 +58,11 @@ static const struct {
           "Host messages sent through the shared staging slots because their receiver on this "
           "node takes them into GPU memory (pml_gpuwire_shared_staging_host)",
           shared_host_sends),
+    COUNTER("shared_to_host_sends",
+          "Device messages sent through the shared staging slots instead of CUDA IPC because "
+          "their receiver on this node takes them into pageable host memory "
+          "(pml_gpuwire_shared_staging_host)",
+          shared_to_host_sends),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

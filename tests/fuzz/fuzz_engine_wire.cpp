@@ -54,10 +54,11 @@ void check_tag(uint64_t t)
 
 bool decode_desc(const void *b, size_t n, DeviceDescriptor *out) { return decode_descriptor(b, n, out); }
 bool decode_ack(const void *b, size_t n, SyncAckHeader *out) { return decode_sync_ack(b, n, out); }
-bool decode_hint(const void *b, size_t n, ToDeviceHint *out)
+bool decode_hint(const void *b, size_t n, KindHint *out)
 {
-    if (!decode_to_device_hint(b, n, out)) return false;
-    GW_FUZZ_REQUIRE(out->magic == kToDeviceMagic);
+    if (!decode_kind_hint(b, n, out)) return false;
+    GW_FUZZ_REQUIRE(out->magic == kKindHintMagic && out->reserved == 0);
+    GW_FUZZ_REQUIRE(out->into == kHintIntoDevice || out->into == kHintIntoHost);
     return true;
 }
 bool decode_shared(const void *b, size_t n, SharedChunkDesc *out)
@@ -85,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_decoder<SyncAckHeader>(decode_ack, data, size);
     check_decoder<ChunkedHeader>(decode_chunked, data, size);
     check_decoder<SharedChunkDesc>(decode_shared, data, size);
-    check_decoder<ToDeviceHint>(decode_hint, data, size);
+    check_decoder<KindHint>(decode_hint, data, size);
     for (size_t at = 1; at + sizeof(ChunkedHeader) <= size && at < 16; ++at) {
         check_decoder<ChunkedHeader>(decode_chunked, data + at, sizeof(ChunkedHeader));
     }

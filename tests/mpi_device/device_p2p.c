@@ -1,6 +1,6 @@
 /*
  * Point-to-point on device buffers under pml gpuwire: every memory combination
- * (host/device/managed/pool), sizes from 0 B to 64 MiB, every send mode,
+ * (host/device/managed/pool/pinned host), sizes from 0 B to 64 MiB, every send mode,
  * probes, truncation, stale mappings (free and re-allocate at the same address
  * between messages), hundreds of outstanding requests on slices of one
  * allocation. Data is checked on the host after the receive.
@@ -16,8 +16,8 @@
 #include "mpi_pvar.h"
 #include "mpitest.h"
 
-enum kind { K_HOST, K_DEVICE, K_MANAGED, K_POOL, K_NKINDS };
-static const char *kind_name[] = {"host", "device", "managed", "pool"};
+enum kind { K_HOST, K_DEVICE, K_MANAGED, K_POOL, K_PINNED, K_NKINDS };
+static const char *kind_name[] = {"host", "device", "managed", "pool", "pinned"};
 
 
 static void *alloc_kind(enum kind k, size_t len)
@@ -26,6 +26,7 @@ static void *alloc_kind(enum kind k, size_t len)
     size_t n = len ? len : 1;
     switch (k) {
     case K_HOST: p = malloc(n); break;
+    case K_PINNED: CUDA_OK(cudaMallocHost(&p, n)); break;
     case K_DEVICE: CUDA_OK(cudaMalloc(&p, n)); break;
     case K_MANAGED: CUDA_OK(cudaMallocManaged(&p, n, cudaMemAttachGlobal)); break;
     case K_POOL:
@@ -41,6 +42,8 @@ static void free_kind(enum kind k, void *p)
 {
     if (k == K_HOST) {
         free(p);
+    } else if (k == K_PINNED) {
+        CUDA_OK(cudaFreeHost(p));
     } else if (k == K_POOL) {
         CUDA_OK(cudaFreeAsync(p, 0));
         CUDA_OK(cudaStreamSynchronize(0));

@@ -154,7 +154,10 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         // A host sender that chose the slots for a receive into host memory
         // hears so in the go-ahead; a later host message that lands in GPU
         // memory may then hint again.
-        if ((h.flags & kChunkedFromHost) && x->device < 0) peers_[x->peer].hinted = false;
+        if ((h.flags & kChunkedFromHost) && x->device < 0) peers_[x->peer].hinted_device = false;
+        // Likewise a device sender that chose them for a receive into GPU
+        // memory (IPC would have done better).
+        if (!(h.flags & kChunkedFromHost) && x->device >= 0) peers_[x->peer].hinted_host = false;
         send_go(*x, h.xfer_id);
     }
     xfers_.push_back(x);
@@ -204,6 +207,10 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
         // ones go the usual way again.
         if (x->device < 0 && !(x->go_msg.flags & kGoIntoDevice))
             x->engine->peers_[x->peer].into_device = false;
+        // A device message whose receiver takes it into GPU memory: CUDA IPC
+        // again for the next ones.
+        if (x->device >= 0 && (x->go_msg.flags & kGoIntoDevice))
+            x->engine->peers_[x->peer].into_host = false;
         return;
     }
     gw_status_t st = status == UCS_OK ? GW_ERR_TRANSPORT : from_ucs(status);

@@ -111,7 +111,7 @@ gw_status_t Engine::init(std::string &why)
     struct {
         unsigned id;
         ucp_am_recv_callback_t cb;
-    } handlers[] = {{AM_SYNC_ACK, &Engine::on_sync_ack}, {AM_TO_DEVICE, &Engine::on_to_device}};
+    } handlers[] = {{AM_SYNC_ACK, &Engine::on_sync_ack}, {AM_KIND_HINT, &Engine::on_kind_hint}};
     for (auto &h : handlers) {
         ucp_am_handler_param_t hp{};
         hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -464,6 +464,18 @@ int Engine::device_of(const void *buf, size_t len)
     return mi.device >= 0 ? mi.device : 0;
 }
 
+// The receive buffer's GPU (op->device), or whether host memory is pinned.
+void Engine::classify_recv(RecvOp *op)
+{
+    cuda::MemoryInfo mi;
+    if (!dev_ || op->cap == 0 || !dev_->classify(op->buf, op->cap, mi)) return;
+    if (mi.on_gpu()) {
+        op->device = mi.device >= 0 ? mi.device : 0;
+    } else {
+        op->host_pinned = mi.kind == cuda::MemoryKind::pinned_host;
+    }
+}
+
 gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                           int32_t tag, const void *buf, size_t len, unsigned flags)
 {
@@ -528,6 +540,14 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         cuda::MemoryInfo mi;
         Protocol proto = choose(peer, buf, len, mi);
         const int device = mi.device >= 0 ? mi.device : 0; // no single GPU named: GPU 0
+        if (proto == Protocol::ipc && peers_[peer].into_host && params_.shared_staging_host &&
+            use_shared_staging(peer, len, device)) [[unlikely]] {
+            // The receiver takes these into pageable host memory (its
+            // KindHint): a DMA out of this GPU into a slot and a memcpy there
+            // beat its copy out of the CUDA IPC mapping through pinned chunks.
+            proto = Protocol::staged;
+            ++stats_.shared_to_host_sends;
+        }
         // Another process (or UCX, on its own streams) reads this memory.
         if (proto == Protocol::ipc || proto == Protocol::ucx_device) order_after_user(device);
         if (proto == Protocol::ipc) {
@@ -745,35 +765,36 @@ ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_le
     return UCS_OK;
 }
 
-// A peer on this node says it takes our large host messages into GPU memory.
-ucs_status_t Engine::on_to_device(void *arg, const void *header, size_t header_length, void *,
+// A peer on this node says where it takes our large messages.
+ucs_status_t Engine::on_kind_hint(void *arg, const void *header, size_t header_length, void *,
                                   size_t, const ucp_am_recv_param_t *)
 {
     auto *e = static_cast<Engine *>(arg);
-    ToDeviceHint h;
-    if (!decode_to_device_hint(header, header_length, &h) || h.src_peer >= e->peers_.size() ||
+    KindHint h;
+    if (!decode_kind_hint(header, header_length, &h) || h.src_peer >= e->peers_.size() ||
         h.src_peer == e->params_.my_peer || !e->peer_local(h.src_peer)) {
-        e->log(GW_LOG_WARN, "malformed receive-into-GPU hint dropped");
+        e->log(GW_LOG_WARN, "malformed receive-kind hint dropped");
         return UCS_OK;
     }
-    e->peers_[h.src_peer].into_device = true;
+    Peer &p = e->peers_[h.src_peer];
+    (h.into == kHintIntoDevice ? p.into_device : p.into_host) = true;
     return UCS_OK;
 }
 
-// A host message from a process of this node landed in GPU memory through
-// host memory: tell the sender (once, until it sends through the slots into
-// host memory again) that such messages may use its shared slots.
-void Engine::hint_into_device(uint64_t sender_tag)
+// A large message from a process of this node took the slow way here (a host
+// message into GPU memory through host memory, kHintIntoDevice; a CUDA IPC
+// message into pageable host memory, kHintIntoHost): tell the sender, once
+// until a shared transfer shows it switched back, that such messages may use
+// its shared slots.
+void Engine::hint_kind(uint32_t peer, uint32_t into)
 {
-    uint32_t peer;
-    if (!params_.peer_of_rank ||
-        params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
-                             &peer) != 0 ||
-        peer >= peers_.size() || peer == params_.my_peer || !peer_local(peer) ||
-        peers_[peer].hinted)
+    if (!params_.shared_staging || !params_.shared_staging_host || peer >= peers_.size() ||
+        peer == params_.my_peer || !peer_local(peer))
         return;
-    peers_[peer].hinted = true;
-    pending_hints_.push_back(peer);
+    bool &hinted = into == kHintIntoDevice ? peers_[peer].hinted_device : peers_[peer].hinted_host;
+    if (hinted) return;
+    hinted = true;
+    pending_hints_.push_back(PendingHint{peer, into});
 }
 
 namespace {
@@ -822,9 +843,9 @@ void Engine::flush_acks()
         send_am(a.peer, AM_SYNC_ACK, &h, sizeof(h));
     }
     pending_acks_.clear();
-    for (uint32_t peer : pending_hints_) {
-        const ToDeviceHint h{kToDeviceMagic, params_.my_peer};
-        send_am(peer, AM_TO_DEVICE, &h, sizeof(h));
+    for (const PendingHint &p : pending_hints_) {
+        const KindHint h{kKindHintMagic, params_.my_peer, p.into, 0};
+        send_am(p.peer, AM_KIND_HINT, &h, sizeof(h));
     }
     pending_hints_.clear();
 }
@@ -850,6 +871,7 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->saved = 0;
     op->pinned = 0;
     op->direct = 0;
+    op->host_pinned = 0;
     return op;
 }
 
@@ -1031,9 +1053,11 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
         ++stats_.ucx_device_recvs;
     } else if (op->device >= 0) {
         ++stats_.device_recvs;
-        if (length >= params_.shared_staging_min && params_.shared_staging &&
-            params_.shared_staging_host) [[unlikely]]
-            hint_into_device(sender_tag);
+        uint32_t from;
+        if (length >= params_.shared_staging_min && params_.peer_of_rank &&
+            params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
+                                 &from) == 0) [[unlikely]]
+            hint_kind(from, kHintIntoDevice);
         // From a pinned landing one DMA; from the heap through pinned chunks.
         cuda::Status s =
             op->pinned ? dev_->copy_sync(op->buf, op->landing, length, op->device)
@@ -1088,10 +1112,15 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
     }
     ++stats_.device_recvs;
     stats_.bytes_received += blob.length;
-    if (op->device < 0 || blob.length <= path_.ipc_sync_max) {
-        // Into pageable host memory (through pinned chunks), or small: copy
-        // and wait now; a synchronize is the cheapest wait for one copy.
-        cuda::Status s = op->device < 0
+    // Pageable host memory takes the copy through pinned chunks; GPU memory
+    // and pinned host memory take one DMA.
+    const bool pageable = op->device < 0 && !op->host_pinned;
+    if (pageable && blob.length >= params_.shared_staging_min) [[unlikely]]
+        hint_kind(peer, kHintIntoHost); // the shared slots do this faster
+    if (pageable || blob.length <= path_.ipc_sync_max) {
+        // Into pageable host memory, or small: copy and wait now; a
+        // synchronize is the cheapest wait for one copy.
+        cuda::Status s = pageable
                              ? dev_->copy_via_pinned(op->buf, src, blob.length, device, false)
                              : dev_->copy_sync(op->buf, src, blob.length, device);
         if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
@@ -1111,7 +1140,7 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
     RecvOp *op = start_recv(req, buf, cap);
     lock_.lock();
     if (dev_) [[unlikely]] {
-        op->device = device_of(buf, cap);
+        classify_recv(op);
         op->direct = op->device >= 0 && lands_on_device(ctx, source);
         if (op->direct) order_after_user(op->device); // UCX writes it on its own streams
     }
@@ -1333,7 +1362,7 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
     auto *m = reinterpret_cast<InboundMsg *>(msg);
     RecvOp *op = start_recv(req, buf, cap);
     lock_.lock();
-    if (dev_) op->device = device_of(buf, cap);
+    if (dev_) classify_recv(op);
     receive_pulled(op, m);
     lock_.unlock();
     run_completions();

@@ -79,6 +79,7 @@ struct RecvOp {
     uint8_t saved;     // block holds the head of buf (landing == buf)
     uint8_t pinned;    // bounce is lent by the device path's pinned cache (else malloc)
     uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
+    uint8_t host_pinned; // buf is pinned host memory (a DMA reaches it directly)
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
@@ -261,12 +262,16 @@ private:
     struct Peer {
         ucp_ep_h ep = nullptr;
         bool failed = false;
-        // Sender side: this peer takes our large host messages into GPU
-        // memory (its ToDeviceHint): they go through the shared slots.
+        // Sender side (its KindHint): this peer takes our large host
+        // messages into GPU memory, or our large device messages into
+        // pageable host memory; they go through the shared slots.
         bool into_device = false;
-        // Receiver side: a ToDeviceHint was sent to this peer and not
-        // answered by a host transfer into host memory since.
-        bool hinted = false;
+        bool into_host = false;
+        // Receiver side: a KindHint of that kind was sent to this peer and
+        // not answered since by a shared transfer that shows the sender
+        // switched back.
+        bool hinted_device = false;
+        bool hinted_host = false;
     };
     struct PendingAck {
         uint32_t peer;
@@ -368,8 +373,9 @@ private:
     void *lend_bounce(size_t len, int device);
     void flush_acks();
     void send_am(uint32_t peer, unsigned id, const void *header, size_t length);
-    void hint_into_device(uint64_t sender_tag);
-    static ucs_status_t on_to_device(void *arg, const void *header, size_t header_length,
+    void hint_kind(uint32_t peer, uint32_t into);
+    void classify_recv(RecvOp *op);
+    static ucs_status_t on_kind_hint(void *arg, const void *header, size_t header_length,
                                      void *data, size_t length, const ucp_am_recv_param_t *param);
 
     // Chunked transfers (chunked.cpp).
@@ -428,7 +434,11 @@ private:
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;
     std::vector<PendingAck> pending_acks_;
-    std::vector<uint32_t> pending_hints_; // peers owed a ToDeviceHint
+    struct PendingHint {
+        uint32_t peer;
+        uint32_t into;
+    };
+    std::vector<PendingHint> pending_hints_; // KindHints owed
     std::vector<gw_request_t *> done_;
     size_t done_head_ = 0;
     gw_engine_stats_t stats_{};

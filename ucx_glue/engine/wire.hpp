@@ -91,7 +91,7 @@ constexpr uint32_t ctx_of(uint64_t t) { return uint32_t((t & kCtxMask) >> (kTagB
 
 enum AmId : unsigned {
     AM_SYNC_ACK = 2,
-    AM_TO_DEVICE = 3, // ToDeviceHint: "my receives of your host messages land in GPU memory"
+    AM_KIND_HINT = 3, // KindHint: where my receives of your large messages land
 };
 
 struct DeviceDescriptor {
@@ -198,22 +198,30 @@ struct GoMessage {
 constexpr uint32_t kGoIntoDevice = 1;
 static_assert(sizeof(GoMessage) == 16);
 
-// A receiver on this node took a large host message from this sender into
-// GPU memory through host memory: the sender's next ones may use its shared
-// staging slots (pml_gpuwire_shared_staging_host).
-struct ToDeviceHint {
-    uint32_t magic; // kToDeviceMagic
+// A receiver on this node took a large message from this sender the slow
+// way: a host message into GPU memory through host memory (into =
+// kHintIntoDevice), or a CUDA IPC message into pageable host memory
+// (kHintIntoHost). The sender's next such messages to it go through its
+// shared staging slots (pml_gpuwire_shared_staging_host).
+struct KindHint {
+    uint32_t magic; // kKindHintMagic
     uint32_t src_peer;
+    uint32_t into; // kHintIntoDevice or kHintIntoHost
+    uint32_t reserved; // 0
 };
-constexpr uint32_t kToDeviceMagic = 0x47574844; // "GWHD"
-static_assert(sizeof(ToDeviceHint) == 8);
+constexpr uint32_t kKindHintMagic = 0x47574b48; // "GWKH"
+constexpr uint32_t kHintIntoDevice = 1;
+constexpr uint32_t kHintIntoHost = 2;
+static_assert(sizeof(KindHint) == 16);
 
-inline bool decode_to_device_hint(const void *bytes, size_t length, ToDeviceHint *out)
+inline bool decode_kind_hint(const void *bytes, size_t length, KindHint *out)
 {
-    if (bytes == nullptr || length != sizeof(ToDeviceHint)) return false;
-    ToDeviceHint h;
+    if (bytes == nullptr || length != sizeof(KindHint)) return false;
+    KindHint h;
     std::memcpy(&h, bytes, sizeof(h));
-    if (h.magic != kToDeviceMagic) return false;
+    if (h.magic != kKindHintMagic || (h.into != kHintIntoDevice && h.into != kHintIntoHost) ||
+        h.reserved != 0)
+        return false;
     *out = h;
     return true;
 }

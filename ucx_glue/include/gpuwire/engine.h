@@ -187,11 +187,13 @@ typedef struct {
     int shared_staging;
     size_t shared_staging_min;
     size_t shared_staging_bytes;
-    /* With shared_staging: host messages of at least shared_staging_min
-     * bytes to a peer on this node whose receives of them land in GPU memory
-     * go through the slots too (one memcpy in, one DMA out). The receiver
+    /* With shared_staging: messages of at least shared_staging_min bytes to
+     * a peer on this node go through the slots too where host memory at one
+     * end meets GPU memory at the other: host messages its receives take into
+     * GPU memory (one memcpy in, one DMA out), device messages its receives
+     * take into pageable host memory (instead of CUDA IPC). The receiver
      * tells the sender after such a message came the usual way; a transfer
-     * the receiver takes into host memory switches the sender back. */
+     * it takes the other way switches the sender back. */
     int shared_staging_host;
 } gw_engine_params_t;
 
@@ -292,6 +294,9 @@ typedef struct {
     /* host messages sent through the shared staging slots (their receiver
      * takes them into GPU memory) */
     uint64_t shared_host_sends;
+    /* device messages sent through the shared staging slots instead of CUDA
+     * IPC (their receiver takes them into pageable host memory) */
+    uint64_t shared_to_host_sends;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
