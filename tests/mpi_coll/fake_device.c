@@ -34,10 +34,13 @@
  * ticket sends stale bytes.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll_gpuwire_device.h"
@@ -331,47 +334,202 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
 
 void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*out)); }
 
-/* NVLink teams: the simulated GPU has no peer GPU to map. With
+/* NVLink teams. By default the simulated GPU has no peer GPU to map. With
  * GW_FAKE_NVLINK_PARTIAL set, even ranks open a team and odd ranks do not,
  * so that the ranks must agree to decline (the communicator's calls then go
- * to the algorithms over point-to-point on every rank). */
+ * to the algorithms over point-to-point on every rank).
+ *
+ * With GW_FAKE_NVLINK=1 every rank opens a simulated team: each rank's
+ * "workspace" is a memfd the others map through /proc/<pid>/fd (two slots
+ * of slot_bytes after two counters), and team_run is the one-shot kernel
+ * done by the CPU: copy this rank's input into its slot, announce arrival,
+ * wait for every rank's, read the others' slots (reduce in rank order, so
+ * every rank gets the same bits), announce departure, wait for every
+ * rank's (a slot is reused two calls later). The direct form maps nothing. */
+enum { FAKE_TEAM_MAX = 8, FAKE_TEAM_HEAD = 128 };
+
+typedef struct {
+    uint32_t magic, rank;
+    int32_t pid, fd;
+    uint64_t slot_bytes;
+} fake_team_desc_t;
+#define FAKE_TEAM_MAGIC 0x47574654u /* "GWFT" */
+
 struct gw_coll_team {
-    int gpu;
+    int gpu, rank, nranks, fd;
+    size_t slot, seg_bytes;
+    double timeout_s;
+    uint64_t calls;
+    char *seg[FAKE_TEAM_MAX]; /* every rank's workspace, mine included */
 };
+
+static volatile uint64_t *team_counter(char *seg, int which) /* 0 arrived, 1 departed */
+{
+    return (volatile uint64_t *)(seg + 64 * which);
+}
+static char *team_slot(const gw_coll_team_t *t, int rank, int slot)
+{
+    return t->seg[rank] + FAKE_TEAM_HEAD + (size_t)slot * t->slot;
+}
+
+static void team_unmap_all(gw_coll_team_t *t)
+{
+    for (int r = 0; r < FAKE_TEAM_MAX; ++r) {
+        if (t->seg[r]) munmap(t->seg[r], t->seg_bytes);
+        t->seg[r] = NULL;
+    }
+}
 
 int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
                       gw_coll_team_t **out, void *desc, char *why, size_t why_len)
 {
-    (void)nranks;
-    (void)slot_bytes;
-    (void)timeout_s;
     memset(desc, 0, GW_COLL_TEAM_DESC_BYTES);
     *out = NULL;
-    if (NULL != getenv("GW_FAKE_NVLINK_PARTIAL") && rank % 2 == 0) {
+    if (NULL != getenv("GW_FAKE_NVLINK_PARTIAL")) {
+        if (rank % 2 != 0) return fail(why, why_len, "the simulated GPU has no NVLink peers");
         *out = calloc(1, sizeof(**out));
         if (NULL == *out) return -1;
         (*out)->gpu = gpu;
+        (*out)->fd = -1;
         return 0;
     }
-    snprintf(why, why_len, "the simulated GPU has no NVLink peers");
-    return -1;
+    const char *on = getenv("GW_FAKE_NVLINK");
+    if (NULL == on || 1 != atoi(on)) return fail(why, why_len, "the simulated GPU has no NVLink peers");
+    if (nranks > FAKE_TEAM_MAX) return fail(why, why_len, "fake team: too many ranks");
+    gw_coll_team_t *t = calloc(1, sizeof(*t));
+    if (NULL == t) return fail(why, why_len, "fake team: out of memory");
+    t->gpu = gpu;
+    t->rank = rank;
+    t->nranks = nranks;
+    t->slot = slot_bytes;
+    t->seg_bytes = FAKE_TEAM_HEAD + 2 * slot_bytes;
+    t->timeout_s = timeout_s;
+    t->fd = memfd_create("gwfake-team", 0);
+    if (t->fd < 0 || ftruncate(t->fd, (off_t)t->seg_bytes) != 0) {
+        if (t->fd >= 0) close(t->fd);
+        free(t);
+        return fail(why, why_len, "fake team: memfd");
+    }
+    t->seg[rank] = mmap(NULL, t->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+    if (MAP_FAILED == t->seg[rank]) {
+        t->seg[rank] = NULL;
+        close(t->fd);
+        free(t);
+        return fail(why, why_len, "fake team: mmap");
+    }
+    fake_team_desc_t d = {FAKE_TEAM_MAGIC, (uint32_t)rank, (int32_t)getpid(), t->fd, slot_bytes};
+    memcpy(desc, &d, sizeof(d));
+    *out = t;
+    return 0;
 }
 
 int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
                          bool shared_gpu, char *why, size_t why_len)
 {
-    (void)shared_gpu;
-    (void)t;
-    (void)descs;
     (void)peer_ids;
-    (void)why;
-    (void)why_len;
+    (void)shared_gpu;
+    if (t->fd < 0) return 0; /* GW_FAKE_NVLINK_PARTIAL: never runs */
+    for (int r = 0; r < t->nranks; ++r) {
+        if (r == t->rank) continue;
+        fake_team_desc_t d;
+        memcpy(&d, (const char *)descs + (size_t)r * GW_COLL_TEAM_DESC_BYTES, sizeof(d));
+        if (d.magic != FAKE_TEAM_MAGIC || d.rank != (uint32_t)r || d.slot_bytes != t->slot) {
+            team_unmap_all(t);
+            return fail(why, why_len, "fake team: a peer has no team");
+        }
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", d.pid, d.fd);
+        int fd = open(path, O_RDWR);
+        if (fd < 0) {
+            team_unmap_all(t);
+            return fail(why, why_len, "fake team: cannot open a peer's workspace");
+        }
+        t->seg[r] = mmap(NULL, t->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (MAP_FAILED == t->seg[r]) {
+            t->seg[r] = NULL;
+            team_unmap_all(t);
+            return fail(why, why_len, "fake team: cannot map a peer's workspace");
+        }
+    }
     return 0;
 }
 
-void gw_coll_team_close(gw_coll_team_t *t) { free(t); }
+void gw_coll_team_close(gw_coll_team_t *t)
+{
+    if (NULL == t) return;
+    team_unmap_all(t);
+    if (t->fd >= 0) close(t->fd);
+    free(t);
+}
+
 int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->gpu; }
-size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { (void)t; return 0; }
+size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { return t->slot; }
+
+/* Waits until counter `which` of every rank has reached seq. */
+static int team_wait_all(gw_coll_team_t *t, int which, uint64_t seq, char *why, size_t why_len)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < t->nranks; ++r) {
+        for (unsigned spins = 0; __atomic_load_n(team_counter(t->seg[r], which),
+                                                 __ATOMIC_ACQUIRE) < seq;
+             ++spins) {
+            sched_yield();
+            if (0 == (spins & 1023)) {
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
+                    t->timeout_s) {
+                    return fail(why, why_len, "fake team: a peer did not arrive in time");
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* A synchronous copy to or from simulated device memory. */
+static void dev_copy(void *dst, const void *src, size_t len)
+{
+    pending_copy_t c = {.dst = dst, .src = src, .len = len};
+    do_copy(&c);
+}
+
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+{
+    if (t->fd < 0) return fail(why, why_len, "the simulated GPU runs no NVLink kernel");
+    if (c->direct || c->bytes > t->slot) return fail(why, why_len, "fake team: one-shot only");
+    const uint64_t seq = ++t->calls;
+    const int slot = (int)(seq & 1), me = t->rank;
+    if (GW_COLL_TEAM_BCAST != c->coll || me == c->root) {
+        dev_copy(team_slot(t, me, slot), c->in, c->bytes);
+    }
+    __atomic_store_n(team_counter(t->seg[me], 0), seq, __ATOMIC_RELEASE);
+    if (0 != team_wait_all(t, 0, seq, why, why_len)) return -1;
+    if (GW_COLL_TEAM_ALLREDUCE == c->coll) {
+        const size_t es = gw_reduce_type_size(c->type), count = es ? c->bytes / es : 0;
+        char *acc = malloc(c->bytes ? c->bytes : 1);
+        if (NULL == acc) return fail(why, why_len, "fake team: out of memory");
+        memcpy(acc, team_slot(t, 0, slot), c->bytes);
+        for (int r = 1; r < t->nranks; ++r) {
+            if (0 != gw_host_reduce3(c->op, c->type, acc, team_slot(t, r, slot), acc, count, why,
+                                     why_len)) {
+                free(acc);
+                return -1;
+            }
+        }
+        dev_copy(c->out, acc, c->bytes);
+        free(acc);
+    } else if (GW_COLL_TEAM_BCAST == c->coll) {
+        if (me != c->root) dev_copy(c->out, team_slot(t, c->root, slot), c->bytes);
+    } else {
+        for (int r = 0; r < t->nranks; ++r) {
+            dev_copy((char *)c->out + (size_t)r * c->bytes, team_slot(t, r, slot), c->bytes);
+        }
+    }
+    __atomic_store_n(team_counter(t->seg[me], 1), seq, __ATOMIC_RELEASE);
+    return team_wait_all(t, 1, seq, why, why_len);
+}
 
 int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len)
 {
@@ -395,11 +553,3 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 }
 
 void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
-
-int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
-{
-    (void)t;
-    (void)c;
-    snprintf(why, why_len, "the simulated GPU runs no NVLink kernel");
-    return -1;
-}
