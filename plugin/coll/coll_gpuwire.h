@@ -168,6 +168,9 @@ typedef struct {
      * this rank's node, and the nodes' first ranks (NULL on the others). */
     int hier_state;
     struct ompi_communicator_t *hier_node, *hier_leaders;
+    /* Per rank of the communicator: its node leader's rank among the
+     * leaders, and its rank in its node (2 ints each). */
+    int *hier_where;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

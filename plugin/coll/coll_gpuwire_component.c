@@ -152,11 +152,12 @@ static int component_register(void)
 
     (void)mca_base_component_var_register(
         c, "hierarchical",
-        "Allreduce on device buffers over communicators that span several nodes: 1 (auto, "
-        "where the reductions run on the GPU) reduces inside each node to its first rank, "
-        "allreduces among the nodes' first ranks (only they use the network) and broadcasts "
-        "inside each node, each step by this component's algorithms for that level; 2 also "
-        "where the reductions are staged; 0 never",
+        "Allreduce and Bcast on device buffers over communicators that span several nodes: 1 "
+        "(auto, where the level's algorithms run on the GPU) composes them per level (Allreduce: "
+        "reduce inside each node to its first rank, allreduce among the nodes' first ranks, "
+        "bcast inside each node; Bcast: inside the root's node, among the first ranks, inside "
+        "the other nodes), so only one rank per node uses the network; 2 also where they are "
+        "staged; 0 never",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.hierarchical);
     (void)mca_base_component_var_register(

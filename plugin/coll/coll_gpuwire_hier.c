@@ -1,6 +1,6 @@
 /*
- * Allreduce on device buffers across several nodes, composed from what
- * runs best at each level:
+ * Allreduce and Bcast on device buffers across several nodes, composed from
+ * what runs best at each level. Allreduce:
  *
  *   1. Reduce inside each node to the node's first rank (node communicator:
  *      the ring on the GPU over CUDA IPC/NVLink, or staged);
@@ -9,6 +9,10 @@
  *      staged pipeline between nodes);
  *   3. Bcast inside each node from its first rank (NVLink kernels or point-
  *      to-point on the application's buffer).
+ *
+ * Bcast: inside the root's node from the root, then among the nodes' first
+ * ranks from the root's node's, then inside every other node from its first
+ * rank.
  *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
@@ -48,18 +52,28 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
 {
     (void)r;
     const int mode = mca_coll_gpuwire.hierarchical;
-    if (GW_HIER_NEVER == mode || a->nonblocking || GW_COLL_ALLREDUCE != a->id || a->count <= 0 ||
-        OMPI_COMM_IS_INTER(a->comm) || ompi_comm_size(a->comm) < 3) {
+    if (GW_HIER_NEVER == mode || a->nonblocking || a->count <= 0 || OMPI_COMM_IS_INTER(a->comm) ||
+        ompi_comm_size(a->comm) < 3) {
         return false;
     }
-    /* auto: where the reductions run on the GPU (not staged through host
-     * memory, where one staged call beats three). */
-    if (GW_HIER_AUTO == mode &&
-        !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE), mca_coll_gpuwire.reduce_algorithm)) {
+    /* auto: where the level's algorithms run on the GPU (not staged through
+     * host memory, where one staged call beats three). */
+    if (GW_COLL_ALLREDUCE == a->id) {
+        int op, type;
+        if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
+        if (GW_HIER_AUTO == mode && !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE),
+                                                         mca_coll_gpuwire.reduce_algorithm)) {
+            return false;
+        }
+    } else if (GW_COLL_BCAST == a->id) {
+        if (GW_HIER_AUTO == mode &&
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_BCAST), mca_coll_gpuwire.move_algorithm)) {
+            return false;
+        }
+    } else {
         return false;
     }
-    int op, type;
-    return gw_coll_table_ids(a->op, a->dtype, &op, &type) && spans_nodes(a->comm);
+    return spans_nodes(a->comm);
 }
 
 void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
@@ -67,6 +81,8 @@ void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
     if (NULL != m->hier_node) ompi_comm_free(&m->hier_node);
     if (NULL != m->hier_leaders) ompi_comm_free(&m->hier_leaders);
     m->hier_node = m->hier_leaders = NULL;
+    free(m->hier_where);
+    m->hier_where = NULL;
     m->hier_state = HIER_UNKNOWN;
 }
 
@@ -90,6 +106,19 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
                                m->previous_allreduce_module);
     m->hier_node = node;
     m->hier_leaders = MPI_COMM_NULL == leaders ? NULL : leaders;
+    /* Where every rank is: its node leader's rank among the leaders (told by
+     * the leader inside the node) and its rank in the node. */
+    int where[2] = {leader ? ompi_comm_rank(m->hier_leaders) : 0, ompi_comm_rank(node)};
+    if (OMPI_SUCCESS == rc) {
+        rc = node->c_coll->coll_bcast(where, 1, MPI_INT, 0, node, node->c_coll->coll_bcast_module);
+    }
+    if (OMPI_SUCCESS == rc) {
+        m->hier_where = malloc(2 * sizeof(int) * (size_t)ompi_comm_size(comm));
+        rc = NULL == m->hier_where
+                 ? OMPI_ERR_OUT_OF_RESOURCE
+                 : m->previous_allgather(where, 2, MPI_INT, m->hier_where, 2, MPI_INT, comm,
+                                         m->previous_allgather_module);
+    }
     if (OMPI_SUCCESS != rc || most < 2) {
         gw_coll_hier_release(m);
         m->hier_state = HIER_UNUSABLE;
@@ -105,13 +134,24 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
     return OMPI_SUCCESS;
 }
 
+static int hier_done(const gw_coll_args_t *a, int rc)
+{
+    if (OMPI_SUCCESS == rc) {
+        __atomic_fetch_add(&mca_coll_gpuwire.hier_calls, 1, __ATOMIC_RELAXED);
+    } else {
+        opal_output(0, "coll:gpuwire: hierarchical %s of %d elements failed (%d); set "
+                    "coll_gpuwire_hierarchical 0", gw_coll_name(a->id), a->count, rc);
+    }
+    return rc;
+}
+
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
     (void)r;
     (void)request; /* blocking forms only (accepts) */
     if (HIER_UNKNOWN == m->hier_state) {
-        if (NULL == m->previous_allreduce) {
+        if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {
             m->hier_state = HIER_UNUSABLE; /* the same on every rank */
         } else {
             int rc = hier_setup(m, a->comm);
@@ -122,14 +162,35 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const bool leader = 0 == ompi_comm_rank(node);
+    const bool across = NULL != leaders && ompi_comm_size(leaders) > 1;
     void *rbuf = a->rbuf;
+    if (GW_COLL_BCAST == a->id) {
+        /* Bcast's buffer is rbuf. */
+        const int root_leader = m->hier_where[2 * a->root];
+        const int root_local = m->hier_where[2 * a->root + 1];
+        const bool root_node = m->hier_where[2 * ompi_comm_rank(a->comm)] == root_leader;
+        int rc = OMPI_SUCCESS;
+        if (root_node) {
+            rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, root_local, node,
+                                          node->c_coll->coll_bcast_module);
+        }
+        if (OMPI_SUCCESS == rc && leader && across) {
+            rc = leaders->c_coll->coll_bcast(rbuf, a->count, a->dtype, root_leader, leaders,
+                                             leaders->c_coll->coll_bcast_module);
+        }
+        if (OMPI_SUCCESS == rc && !root_node) {
+            rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, 0, node,
+                                          node->c_coll->coll_bcast_module);
+        }
+        return hier_done(a, rc);
+    }
     /* 1. Into the leader's receive buffer. */
     const void *send = a->sbuf;
     if (!leader && MPI_IN_PLACE == send) send = rbuf;
     int rc = node->c_coll->coll_reduce(send, rbuf, a->count, a->dtype, a->op, 0, node,
                                        node->c_coll->coll_reduce_module);
     /* 2. Among the leaders, in place. */
-    if (OMPI_SUCCESS == rc && leader && NULL != leaders && ompi_comm_size(leaders) > 1) {
+    if (OMPI_SUCCESS == rc && leader && across) {
         rc = leaders->c_coll->coll_allreduce(MPI_IN_PLACE, rbuf, a->count, a->dtype, a->op,
                                              leaders, leaders->c_coll->coll_allreduce_module);
     }
@@ -138,13 +199,7 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, 0, node,
                                       node->c_coll->coll_bcast_module);
     }
-    if (OMPI_SUCCESS == rc) {
-        __atomic_fetch_add(&mca_coll_gpuwire.hier_calls, 1, __ATOMIC_RELAXED);
-    } else {
-        opal_output(0, "coll:gpuwire: hierarchical allreduce of %d elements failed (%d); set "
-                    "coll_gpuwire_hierarchical 0", a->count, rc);
-    }
-    return rc;
+    return hier_done(a, rc);
 }
 
 const gw_coll_algorithm_t gw_coll_hier = {"hierarchical", hier_accepts, hier_run};
