@@ -239,8 +239,8 @@ static int component_register(void)
                      "Collectives on device buffers run by the NVLink kernels",
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("hier_calls",
-                     "Allreduce calls on device buffers across nodes composed per level "
-                     "(coll_gpuwire_hierarchical)",
+                     "Allreduce and Bcast calls on device buffers across nodes composed per "
+                     "level (coll_gpuwire_hierarchical)",
                      &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",
                      "Non-blocking collectives whose previous module's collective started after "
