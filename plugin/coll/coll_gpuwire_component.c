@@ -152,12 +152,13 @@ static int component_register(void)
 
     (void)mca_base_component_var_register(
         c, "hierarchical",
-        "Allreduce and Bcast on device buffers over communicators that span several nodes: 1 "
-        "(auto, where the level's algorithms run on the GPU) composes them per level (Allreduce: "
-        "reduce inside each node to its first rank, allreduce among the nodes' first ranks, "
-        "bcast inside each node; Bcast: inside the root's node, among the first ranks, inside "
-        "the other nodes), so only one rank per node uses the network; 2 also where they are "
-        "staged; 0 never",
+        "Allreduce, Reduce and Bcast on device buffers over communicators that span several "
+        "nodes: 1 (auto, where the level's algorithms run on the GPU) composes them per level "
+        "(Allreduce: reduce inside each node to its first rank, allreduce among the nodes' "
+        "first ranks, bcast inside each node; Reduce likewise to the root; Bcast: inside the "
+        "root's node, among the first ranks, inside the other nodes), so only one rank per node "
+        "uses the network; 2 also where they are staged (Reduce needs a pml that moves device "
+        "memory); 0 never",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.hierarchical);
     (void)mca_base_component_var_register(
@@ -239,8 +240,8 @@ static int component_register(void)
                      "Collectives on device buffers run by the NVLink kernels",
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("hier_calls",
-                     "Allreduce and Bcast calls on device buffers across nodes composed per "
-                     "level (coll_gpuwire_hierarchical)",
+                     "Allreduce, Reduce and Bcast calls on device buffers across nodes composed "
+                     "per level (coll_gpuwire_hierarchical)",
                      &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",
                      "Non-blocking collectives whose previous module's collective started after "

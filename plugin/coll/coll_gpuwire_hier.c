@@ -1,6 +1,6 @@
 /*
- * Allreduce and Bcast on device buffers across several nodes, composed from
- * what runs best at each level. Allreduce:
+ * Allreduce, Reduce and Bcast on device buffers across several nodes,
+ * composed from what runs best at each level. Allreduce:
  *
  *   1. Reduce inside each node to the node's first rank (node communicator:
  *      the ring on the GPU over CUDA IPC/NVLink, or staged);
@@ -10,9 +10,12 @@
  *   3. Bcast inside each node from its first rank (NVLink kernels or point-
  *      to-point on the application's buffer).
  *
- * Bcast: inside the root's node from the root, then among the nodes' first
- * ranks from the root's node's, then inside every other node from its first
- * rank.
+ * Reduce: inside each node to its first rank (into a device temporary
+ * unless it is the root), among the first ranks to the root's node's, and
+ * from there to the root by one message when the root is not its node's
+ * first rank. Bcast: inside the root's node from the root, then among the
+ * nodes' first ranks from the root's node's, then inside every other node
+ * from its first rank.
  *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
@@ -31,9 +34,12 @@
 #include <stdlib.h>
 
 #include "coll_gpuwire.h"
+#include "coll_gpuwire_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
 #include "ompi/info/info.h"
+#include "ompi/mca/pml/pml.h"
 #include "ompi/proc/proc.h"
 
 enum { HIER_UNKNOWN = 0, HIER_READY = 1, HIER_UNUSABLE = -1 };
@@ -63,6 +69,20 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
         if (GW_HIER_AUTO == mode && !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE),
                                                          mca_coll_gpuwire.reduce_algorithm)) {
+            return false;
+        }
+    } else if (GW_COLL_REDUCE == a->id) {
+        /* Whole elements back to back (the temporaries' size), and the
+         * result goes to the root by a message: the pml must move device
+         * memory. */
+        int op, type;
+        ptrdiff_t lb, extent;
+        size_t size = 0;
+        ompi_datatype_get_extent(a->dtype, &lb, &extent);
+        ompi_datatype_type_size(a->dtype, &size);
+        if (!gw_coll_table_ids(a->op, a->dtype, &op, &type) || 0 != lb ||
+            (size_t)extent != size ||
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
     } else if (GW_COLL_BCAST == a->id) {
@@ -145,10 +165,71 @@ static int hier_done(const gw_coll_args_t *a, int rc)
     return rc;
 }
 
+/* The GPU of this rank's call: the receive buffer's, else the send buffer's. */
+static int call_gpu(const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
+    if (rr->hi > rr->lo && rr->on_gpu) return rr->gpu;
+    if (sr->hi > sr->lo && sr->on_gpu) return sr->gpu;
+    return 0;
+}
+
+static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                       const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
+    const int me = ompi_comm_rank(a->comm);
+    const bool leader = 0 == ompi_comm_rank(node);
+    const bool root = me == a->root;
+    const int root_leader = m->hier_where[2 * a->root];
+    const int root_local = m->hier_where[2 * a->root + 1];
+    const bool root_node = m->hier_where[2 * me] == root_leader;
+    size_t size = 0;
+    ompi_datatype_type_size(a->dtype, &size);
+    const size_t bytes = size * (size_t)a->count;
+
+    /* The node's partial result lands at its first rank: in the receive
+     * buffer if that rank is the root, else in a device temporary. */
+    gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
+    void *acc = a->rbuf;
+    if (leader && !root) {
+        char why[256];
+        if (0 != gw_coll_scratch_get(bytes, call_gpu(r), &tmp, why, sizeof(why))) {
+            opal_output(0, "coll:gpuwire: hierarchical reduce: %s", why);
+            return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+        }
+        acc = tmp.ptr;
+    }
+    /* 1. Inside the node, to its first rank. */
+    const void *send = a->sbuf;
+    if (root && MPI_IN_PLACE == send && !leader) send = a->rbuf;
+    int rc = node->c_coll->coll_reduce(send, acc, a->count, a->dtype, a->op, 0, node,
+                                       node->c_coll->coll_reduce_module);
+    /* 2. Among the first ranks, to the root's node's. */
+    if (OMPI_SUCCESS == rc && leader && NULL != leaders && ompi_comm_size(leaders) > 1) {
+        const bool to_me = ompi_comm_rank(leaders) == root_leader;
+        rc = leaders->c_coll->coll_reduce(to_me ? MPI_IN_PLACE : acc, acc, a->count, a->dtype,
+                                          a->op, root_leader, leaders,
+                                          leaders->c_coll->coll_reduce_module);
+    }
+    /* 3. To the root, when it is not its node's first rank. */
+    if (OMPI_SUCCESS == rc && root_node && 0 != root_local) {
+        const int tag = gw_coll_tag(GW_COLL_REDUCE);
+        if (leader) {
+            rc = MCA_PML_CALL(send(acc, a->count, a->dtype, root_local, tag,
+                                   MCA_PML_BASE_SEND_STANDARD, node));
+        } else if (root) {
+            rc = MCA_PML_CALL(recv(a->rbuf, a->count, a->dtype, 0, tag, node,
+                                   MPI_STATUS_IGNORE));
+        }
+    }
+    gw_coll_scratch_put(&tmp);
+    return hier_done(a, rc);
+}
+
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    (void)r;
     (void)request; /* blocking forms only (accepts) */
     if (HIER_UNKNOWN == m->hier_state) {
         if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {
@@ -184,6 +265,7 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         }
         return hier_done(a, rc);
     }
+    if (GW_COLL_REDUCE == a->id) return hier_reduce(m, a, r);
     /* 1. Into the leader's receive buffer. */
     const void *send = a->sbuf;
     if (!leader && MPI_IN_PLACE == send) send = rbuf;

@@ -24,6 +24,9 @@
  * copy_done reports the error when asked to query errors, copy_wait at once;
  * the bytes do not move.
  *
+ * Scratch (gw_coll_scratch_get) is that second kind too, as scratch is GPU
+ * memory on a real one.
+ *
  * A second kind of "device memory" lets the device algorithms (reductions
  * over point-to-point, coll_gpuwire_devreduce.c) run here: a shared mapping
  * of a memfd named "gwfake-device" (see the harness's MEM_FAKEDEV_RW). The
@@ -267,12 +270,22 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
     return 0;
 }
 
-/* Scratch is host memory of the process: the pml carries it as such. Filled
- * with garbage, so that reading scratch before it was written shows. */
+/* Scratch is device memory, as on a real GPU: a mapping of a "gwfake-device"
+ * memfd, which the CPU (and so the pml) may touch but classify() calls
+ * device memory of GPU 0. Filled with garbage, so that reading scratch
+ * before it was written shows. */
 int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
 {
-    void *p = malloc(len ? len : 1);
-    if (!p) return fail(why, why_len, "fake device: malloc failed");
+    (void)gpu;
+    const size_t bytes = len ? len : 1;
+    int fd = memfd_create("gwfake-device", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
+        if (fd >= 0) close(fd);
+        return fail(why, why_len, "fake device: memfd failed");
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (MAP_FAILED == p) return fail(why, why_len, "fake device: mmap failed");
     memset(p, 0x6B, len);
     *out = (gw_coll_dev_buf_t){p, len, p};
     ++scratch_lent;
@@ -283,7 +296,7 @@ void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
 {
     if (buf->owner) {
         memset(buf->ptr, 0xDD, buf->len);
-        free(buf->owner);
+        munmap(buf->owner, buf->len ? buf->len : 1);
         --scratch_lent;
     }
     *buf = (gw_coll_dev_buf_t){NULL, 0, NULL};
