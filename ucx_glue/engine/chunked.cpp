@@ -370,15 +370,22 @@ void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag
     }
     if (st == GW_OK && length != s->n) st = GW_ERR_TRANSPORT; // not what the header said
     if (st == GW_OK && x.device >= 0 && !x.discard) {
-        s->state = XferSlot::COPYING;
-        cuda::Status cs = e->dev_->start_copy(x.buf + s->off, s->host(), s->n, x.device,
-                                              {}, slot_token(s));
-        if (cs) return; // chunk_done() when the copy is done
-        e->log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s->n,
-               cs.message().c_str());
+        if (e->chunk_to_device(x, *s, s->host())) return; // chunk_done() when copied
         st = GW_ERR_TRANSPORT;
     }
     e->chunk_done(*s, st);
+}
+
+// Starts the copy of a received chunk from src into the GPU buffer;
+// chunk_done() follows when it is done. False (logged) when it cannot start.
+bool Engine::chunk_to_device(Xfer &x, XferSlot &s, const void *src)
+{
+    s.state = XferSlot::COPYING;
+    cuda::Status cs = dev_->start_copy(x.buf + s.off, src, s.n, x.device, {}, slot_token(&s));
+    if (!cs)
+        log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s.n,
+            cs.message().c_str());
+    return bool(cs);
 }
 
 // A chunk message of a shared-staging transfer arrived: copy the chunk out
@@ -414,12 +421,7 @@ void Engine::shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_statu
     }
     if (st == GW_OK && !x.discard) {
         if (x.device >= 0) {
-            s.state = XferSlot::COPYING;
-            cuda::Status cs =
-                dev_->start_copy(x.buf + s.off, src, s.n, x.device, {}, slot_token(&s));
-            if (cs) return; // chunk_done() when the copy is done
-            log(GW_LOG_ERROR, "host-to-device copy of a %zu-byte chunk failed: %s", s.n,
-                cs.message().c_str());
+            if (chunk_to_device(x, s, src)) return; // chunk_done() when copied
             st = GW_ERR_TRANSPORT;
         } else {
             std::memcpy(x.buf + s.off, src, s.n);

@@ -457,23 +457,23 @@ Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::Memory
     return choose_protocol(t, len, path_);
 }
 
-int Engine::device_of(const void *buf, size_t len)
+// The GPU of buf (GPU 0 where no single one is named), or -1 for host
+// memory; *pinned (when asked) says whether host memory is pinned.
+int Engine::device_of(const void *buf, size_t len, bool *pinned)
 {
     cuda::MemoryInfo mi;
-    if (!dev_ || len == 0 || !dev_->classify(buf, len, mi) || !mi.on_gpu()) return -1;
+    if (!dev_ || len == 0 || !dev_->classify(buf, len, mi)) return -1;
+    if (pinned) *pinned = mi.kind == cuda::MemoryKind::pinned_host;
+    if (!mi.on_gpu()) return -1;
     return mi.device >= 0 ? mi.device : 0;
 }
 
 // The receive buffer's GPU (op->device), or whether host memory is pinned.
 void Engine::classify_recv(RecvOp *op)
 {
-    cuda::MemoryInfo mi;
-    if (!dev_ || op->cap == 0 || !dev_->classify(op->buf, op->cap, mi)) return;
-    if (mi.on_gpu()) {
-        op->device = mi.device >= 0 ? mi.device : 0;
-    } else {
-        op->host_pinned = mi.kind == cuda::MemoryKind::pinned_host;
-    }
+    bool pinned = false;
+    op->device = device_of(op->buf, op->cap, &pinned);
+    op->host_pinned = pinned;
 }
 
 gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,

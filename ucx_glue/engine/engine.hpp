@@ -395,6 +395,7 @@ private:
                       void *user_data);
     static void on_go_sent(void *request, ucs_status_t status, void *user_data);
     void shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_status_t st);
+    bool chunk_to_device(Xfer &x, XferSlot &s, const void *src);
     // The outbox, created on first use; nullptr when it cannot be (logged once).
     cuda::SharedOutbox *outbox(int device);
     bool use_shared_staging(uint32_t peer, size_t len, int device);
@@ -407,7 +408,7 @@ private:
     static XferSlot *slot_of_token(void *token);
     bool peer_local(uint32_t peer);
     Protocol choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi);
-    int device_of(const void *buf, size_t len);
+    int device_of(const void *buf, size_t len, bool *pinned = nullptr);
 
     gw_engine_params_t params_;
     mutable EngineLock lock_;

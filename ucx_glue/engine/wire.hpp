@@ -94,6 +94,20 @@ enum AmId : unsigned {
     AM_KIND_HINT = 3, // KindHint: where my receives of your large messages land
 };
 
+// Reads a T from untrusted bytes of exactly its size; *out is written only
+// when valid(t) accepts it.
+template <class T, class Valid>
+inline bool decode_exact(const void *bytes, size_t length, T *out, Valid valid)
+{
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (bytes == nullptr || length != sizeof(T)) return false;
+    T t;
+    std::memcpy(&t, bytes, sizeof(t));
+    if (!valid(t)) return false;
+    *out = t;
+    return true;
+}
+
 struct DeviceDescriptor {
     uint32_t src_peer; // range-checked by the receiver
     uint32_t reserved; // must be 0
@@ -108,15 +122,12 @@ static_assert(std::is_trivially_copyable_v<DeviceDescriptor>);
 // process count.
 inline bool decode_descriptor(const void *bytes, size_t length, DeviceDescriptor *out)
 {
-    if (bytes == nullptr || length != sizeof(DeviceDescriptor)) return false;
-    DeviceDescriptor d;
-    std::memcpy(&d, bytes, sizeof(d));
-    if (d.reserved != 0) return false;
-    if (!cuda::decode_ipc_blob(static_cast<const char *>(bytes) + offsetof(DeviceDescriptor, blob),
-                               sizeof(cuda::IpcBlob), &d.blob))
-        return false;
-    *out = d;
-    return true;
+    return decode_exact(bytes, length, out, [bytes](DeviceDescriptor &d) {
+        return d.reserved == 0 &&
+               cuda::decode_ipc_blob(static_cast<const char *>(bytes) +
+                                         offsetof(DeviceDescriptor, blob),
+                                     sizeof(cuda::IpcBlob), &d.blob);
+    });
 }
 
 constexpr uint32_t kChunkedMagic = 0x48435747u; // "GWCH" in memory order
@@ -144,15 +155,11 @@ static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
 // no unknown flag, a chunk size in (0, kMaxChunkBytes].
 inline bool decode_chunked_header(const void *bytes, size_t length, ChunkedHeader *out)
 {
-    if (bytes == nullptr || length != sizeof(ChunkedHeader)) return false;
-    ChunkedHeader h;
-    std::memcpy(&h, bytes, sizeof(h));
-    if (h.magic != kChunkedMagic || (h.flags & ~kChunkedFlags) != 0 ||
-        ((h.flags & kChunkedFromHost) && !(h.flags & kChunkedShared)) || h.chunk_bytes == 0 ||
-        h.chunk_bytes > kMaxChunkBytes)
-        return false;
-    *out = h;
-    return true;
+    return decode_exact(bytes, length, out, [](const ChunkedHeader &h) {
+        return h.magic == kChunkedMagic && (h.flags & ~kChunkedFlags) == 0 &&
+               (!(h.flags & kChunkedFromHost) || (h.flags & kChunkedShared)) &&
+               h.chunk_bytes > 0 && h.chunk_bytes <= kMaxChunkBytes;
+    });
 }
 
 constexpr uint64_t chunk_tag(uint32_t src_peer, uint64_t xfer_id)
@@ -178,12 +185,8 @@ static_assert(std::is_trivially_copyable_v<SharedChunkDesc>);
 
 inline bool decode_shared_chunk(const void *bytes, size_t length, SharedChunkDesc *out)
 {
-    if (bytes == nullptr || length != sizeof(SharedChunkDesc)) return false;
-    SharedChunkDesc d;
-    std::memcpy(&d, bytes, sizeof(d));
-    if (d.magic != kSharedChunkMagic) return false;
-    *out = d;
-    return true;
+    return decode_exact(bytes, length, out,
+                        [](const SharedChunkDesc &d) { return d.magic == kSharedChunkMagic; });
 }
 
 // Receiver to sender of a shared-staging transfer, on the transfer's chunk
@@ -216,14 +219,10 @@ static_assert(sizeof(KindHint) == 16);
 
 inline bool decode_kind_hint(const void *bytes, size_t length, KindHint *out)
 {
-    if (bytes == nullptr || length != sizeof(KindHint)) return false;
-    KindHint h;
-    std::memcpy(&h, bytes, sizeof(h));
-    if (h.magic != kKindHintMagic || (h.into != kHintIntoDevice && h.into != kHintIntoHost) ||
-        h.reserved != 0)
-        return false;
-    *out = h;
-    return true;
+    return decode_exact(bytes, length, out, [](const KindHint &h) {
+        return h.magic == kKindHintMagic && (h.into == kHintIntoDevice || h.into == kHintIntoHost) &&
+               h.reserved == 0;
+    });
 }
 
 struct SyncAckHeader {
@@ -234,9 +233,7 @@ static_assert(std::is_trivially_copyable_v<SyncAckHeader>);
 
 inline bool decode_sync_ack(const void *bytes, size_t length, SyncAckHeader *out)
 {
-    if (bytes == nullptr || length != sizeof(SyncAckHeader)) return false;
-    std::memcpy(out, bytes, sizeof(SyncAckHeader));
-    return true;
+    return decode_exact(bytes, length, out, [](const SyncAckHeader &) { return true; });
 }
 
 } // namespace gpuwire::engine
