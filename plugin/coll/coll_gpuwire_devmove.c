@@ -129,6 +129,18 @@ static int local_block(move_t *c, void *dst, int rcount, struct ompi_datatype_t 
 
 /* Waits for everything posted (also after a failed post: no request may be
  * left behind) and checks that every receive brought its whole block. */
+/* Whether receive i brought its whole block (a send: nothing to check). */
+static int check_block(move_t *c, size_t i, const ompi_status_public_t *st)
+{
+    if (SIZE_MAX == c->want[i] || st->_ucount == c->want[i]) return OMPI_SUCCESS;
+    snprintf(c->why, sizeof(c->why),
+             "rank %d received %zu of %zu bytes from rank %d: ranks passed different memory "
+             "kinds (host memory only on some, device memory on others) or different "
+             "coll_gpuwire_bcast_* values; set coll_gpuwire_move_algorithm staged",
+             c->me, st->_ucount, c->want[i], st->MPI_SOURCE);
+    return move_fail(c, "mismatched algorithms");
+}
+
 static int finish(move_t *c, int rc)
 {
     ompi_status_public_t *st = c->st;
@@ -141,15 +153,7 @@ static int finish(move_t *c, int rc)
         snprintf(c->why, sizeof(c->why), "a message failed (%d)", wrc);
         rc = move_fail(c, "point-to-point");
     }
-    for (size_t i = 0; OMPI_SUCCESS == rc && i < c->nreqs; ++i) {
-        if (SIZE_MAX == c->want[i] || st[i]._ucount == c->want[i]) continue;
-        snprintf(c->why, sizeof(c->why),
-                 "rank %d received %zu of %zu bytes from rank %d: ranks passed different memory "
-                 "kinds (host memory only on some, device memory on others); set "
-                 "coll_gpuwire_move_algorithm staged",
-                 c->me, st[i]._ucount, c->want[i], st[i].MPI_SOURCE);
-        rc = move_fail(c, "mismatched algorithms");
-    }
+    for (size_t i = 0; OMPI_SUCCESS == rc && i < c->nreqs; ++i) rc = check_block(c, i, &st[i]);
     return rc;
 }
 
@@ -162,16 +166,9 @@ static int wait_recv(move_t *c, size_t i)
         snprintf(c->why, sizeof(c->why), "a message failed (%d)", rc);
         return move_fail(c, "point-to-point");
     }
-    if (st._ucount != c->want[i]) {
-        snprintf(c->why, sizeof(c->why),
-                 "rank %d received %zu of %zu bytes from rank %d: ranks passed different memory "
-                 "kinds, or different coll_gpuwire_bcast_* parameters; set "
-                 "coll_gpuwire_move_algorithm staged",
-                 c->me, st._ucount, c->want[i], st.MPI_SOURCE);
-        return move_fail(c, "mismatched algorithms");
-    }
+    rc = check_block(c, i, &st);
     c->want[i] = SIZE_MAX; /* checked: finish() has nothing left to check */
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 /* Elements per segment of the chain (at least one). */
@@ -182,6 +179,12 @@ static int chain_segment(const gw_coll_args_t *a)
     size_t per = size ? mca_coll_gpuwire.bcast_segment_bytes / size : (size_t)a->count;
     if (per < 1) per = 1;
     return per > (size_t)a->count ? a->count : (int)per;
+}
+
+static int chain_segments(const gw_coll_args_t *a)
+{
+    const int seg = chain_segment(a);
+    return (a->count + seg - 1) / seg;
 }
 
 /* Whether a Bcast runs as the chain: decided from what is the same on every
@@ -205,8 +208,7 @@ static int run_bcast_chain(move_t *c)
     const gw_coll_args_t *a = c->a;
     const int v = (c->me - a->root + c->n) % c->n; /* place in the chain */
     const int prev = (c->me - 1 + c->n) % c->n, next = (c->me + 1) % c->n;
-    const int seg = chain_segment(a);
-    const int nseg = (a->count + seg - 1) / seg;
+    const int seg = chain_segment(a), nseg = chain_segments(a);
     int rc = OMPI_SUCCESS;
     const size_t first = c->nreqs;
     if (v > 0) {
@@ -296,15 +298,11 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     (void)m;
     (void)request; /* blocking forms only (accepts) */
     move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm),
-                .tag = gw_coll_tag(a->id), .gpu = -1};
-    for (int i = GW_REGION_COUNT - 1; i >= 0 && c.gpu < 0; --i) {
-        if (r[i].hi > r[i].lo && r[i].on_gpu) c.gpu = r[i].gpu; /* the receive side's first */
-    }
+                .tag = gw_coll_tag(a->id), .gpu = gw_coll_regions_gpu(r)};
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return move_fail(&c, "device sync");
     size_t cap = 2 * (size_t)c.n;
     if (GW_COLL_BCAST == a->id && bcast_chain(&c)) {
-        const size_t seg = (size_t)chain_segment(a);
-        cap = 2 * (((size_t)a->count + seg - 1) / seg); /* a receive and a send per segment */
+        cap = 2 * (size_t)chain_segments(a); /* a receive and a send per segment */
     }
     c.reqs = malloc(cap * sizeof(*c.reqs));
     c.st = malloc(cap * sizeof(*c.st));

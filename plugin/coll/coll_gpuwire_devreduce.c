@@ -529,16 +529,6 @@ static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[
  * Buffers the ring cannot use as they are
  * ------------------------------------------------------------------------ */
 
-/* The GPU whose stream and scratch the call uses: the receive buffer's when
- * it is device memory, else the send buffer's. */
-static int gpu_of(const gw_coll_region_t r[GW_REGION_COUNT])
-{
-    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
-    if (rr->hi > rr->lo && rr->on_gpu) return rr->gpu;
-    if (sr->hi > sr->lo && sr->on_gpu) return sr->gpu;
-    return -1;
-}
-
 /* Points eff's buffers at temporaries where the ring cannot use the
  * application's (gw_coll_temps_in: copied in and waited for, since the pml
  * may read a temporary as soon as the ring starts). The ring treats every
@@ -572,7 +562,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     c.es = gw_reduce_type_size(c.type);
     c.me = ompi_comm_rank(a->comm);
     c.n = ompi_comm_size(a->comm);
-    c.gpu = gpu_of(r);
+    c.gpu = gw_coll_regions_gpu(r);
     if (c.gpu < 0) {
         snprintf(c.why, sizeof(c.why), "no buffer of this rank is device memory (a dispatch "
                  "error); set coll_gpuwire_reduce_algorithm staged");

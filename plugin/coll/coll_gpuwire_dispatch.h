@@ -95,6 +95,11 @@ void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT
 
 static inline size_t gw_region_bytes(const gw_coll_region_t *r) { return (size_t)(r->hi - r->lo); }
 
+/* The GPU whose stream and scratch a call on this rank uses: the receive
+ * region's when it is device memory, else the send region's; -1 when
+ * neither is (coll_gpuwire_regions.c). */
+int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT]);
+
 typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
 
 typedef struct {

@@ -165,15 +165,6 @@ static int hier_done(const gw_coll_args_t *a, int rc)
     return rc;
 }
 
-/* The GPU of this rank's call: the receive buffer's, else the send buffer's. */
-static int call_gpu(const gw_coll_region_t r[GW_REGION_COUNT])
-{
-    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
-    if (rr->hi > rr->lo && rr->on_gpu) return rr->gpu;
-    if (sr->hi > sr->lo && sr->on_gpu) return sr->gpu;
-    return 0;
-}
-
 static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                        const gw_coll_region_t r[GW_REGION_COUNT])
 {
@@ -194,7 +185,8 @@ static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     void *acc = a->rbuf;
     if (leader && !root) {
         char why[256];
-        if (0 != gw_coll_scratch_get(bytes, call_gpu(r), &tmp, why, sizeof(why))) {
+        const int gpu = gw_coll_regions_gpu(r);
+        if (0 != gw_coll_scratch_get(bytes, gpu < 0 ? 0 : gpu, &tmp, why, sizeof(why))) {
             opal_output(0, "coll:gpuwire: hierarchical reduce: %s", why);
             return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
         }

@@ -224,8 +224,7 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     (void)request; /* blocking forms only (accepts) */
     struct ompi_communicator_t *comm = a->comm;
-    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
-    const int gpu = rr->hi > rr->lo && rr->on_gpu ? rr->gpu : sr->on_gpu ? sr->gpu : -1;
+    const int gpu = gw_coll_regions_gpu(r);
     if (NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
         if (OMPI_SUCCESS != rc) return rc;

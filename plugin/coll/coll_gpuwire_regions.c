@@ -232,3 +232,11 @@ const char *gw_coll_name(gw_coll_id_t id)
     };
     return id < GW_COLL_COUNT ? names[id] : "?";
 }
+
+int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const gw_coll_region_t *rr = &r[GW_REGION_RECV], *sr = &r[GW_REGION_SEND];
+    if (rr->hi > rr->lo && rr->on_gpu) return rr->gpu;
+    if (sr->hi > sr->lo && sr->on_gpu) return sr->gpu;
+    return -1;
+}

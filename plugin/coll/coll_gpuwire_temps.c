@@ -16,6 +16,32 @@ static bool needs_temp(const gw_coll_region_t *r, int gpu)
     return r->hi > r->lo && !(r->on_gpu && r->gpu == gpu);
 }
 
+/* Copies every region with a temporary and `flag` (GW_STAGE_IN: into the
+ * temporaries, GW_STAGE_OUT: back out of them) and waits for the copies,
+ * also after a failed start: no copy may still run when this returns. */
+static int copy_regions(const gw_coll_region_t r[GW_REGION_COUNT], int gpu,
+                        const gw_coll_temps_t *t, unsigned flag, char *why, size_t why_len)
+{
+    uint64_t ticket = 0;
+    bool copying = false;
+    int rc = 0;
+    for (int i = 0; i < GW_REGION_COUNT && 0 == rc; ++i) {
+        if (NULL == t->tmp[i] || !(r[i].flags & flag)) continue;
+        char *user = (char *)r[i].user + r[i].lo;
+        const bool in = GW_STAGE_IN == flag;
+        rc = gw_coll_copy_start(in ? t->tmp[i] : user, in ? user : t->tmp[i],
+                                gw_region_bytes(&r[i]), gpu, &ticket, why, why_len);
+        copying = copying || 0 == rc;
+    }
+    if (copying) {
+        char wwhy[128];
+        int wrc = gw_coll_copy_wait(gpu, ticket, 0 == rc ? why : wwhy,
+                                    0 == rc ? why_len : sizeof(wwhy));
+        rc = 0 == rc ? wrc : rc;
+    }
+    return rc;
+}
+
 int gw_coll_temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
                      char *why, size_t why_len)
 {
@@ -29,48 +55,18 @@ int gw_coll_temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll
     }
     if (0 == total) return 0;
     if (0 != gw_coll_scratch_get(total, gpu, &t->buf, why, why_len)) return -1;
-    uint64_t ticket = 0;
-    bool copying = false;
-    int rc = 0;
-    for (int i = 0; i < GW_REGION_COUNT && 0 == rc; ++i) {
-        if (!needs_temp(&r[i], gpu)) continue;
-        t->tmp[i] = (char *)t->buf.ptr + at[i];
-        if (!(r[i].flags & GW_STAGE_IN)) continue;
-        rc = gw_coll_copy_start(t->tmp[i], (const char *)r[i].user + r[i].lo,
-                                gw_region_bytes(&r[i]), gpu, &ticket, why, why_len);
-        copying = copying || 0 == rc;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (needs_temp(&r[i], gpu)) t->tmp[i] = (char *)t->buf.ptr + at[i];
     }
-    if (copying) {
-        /* Also after a failed start: the scratch is not given back while a
-         * copy into it may still run. */
-        char wwhy[128];
-        int wrc = gw_coll_copy_wait(gpu, ticket, 0 == rc ? why : wwhy,
-                                    0 == rc ? why_len : sizeof(wwhy));
-        rc = 0 == rc ? wrc : rc;
-    }
-    if (0 != rc) gw_coll_temps_release(t);
+    int rc = copy_regions(r, gpu, t, GW_STAGE_IN, why, why_len);
+    if (0 != rc) gw_coll_temps_release(t); /* no copy into it runs any more */
     return rc;
 }
 
 int gw_coll_temps_out(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
                       char *why, size_t why_len)
 {
-    uint64_t ticket = 0;
-    bool copying = false;
-    int rc = 0;
-    for (int i = 0; i < GW_REGION_COUNT && 0 == rc; ++i) {
-        if (NULL == t->tmp[i] || !(r[i].flags & GW_STAGE_OUT)) continue;
-        rc = gw_coll_copy_start((char *)r[i].user + r[i].lo, t->tmp[i], gw_region_bytes(&r[i]),
-                                gpu, &ticket, why, why_len);
-        copying = copying || 0 == rc;
-    }
-    if (copying) {
-        char wwhy[128];
-        int wrc = gw_coll_copy_wait(gpu, ticket, 0 == rc ? why : wwhy,
-                                    0 == rc ? why_len : sizeof(wwhy));
-        rc = 0 == rc ? wrc : rc;
-    }
-    return rc;
+    return copy_regions(r, gpu, t, GW_STAGE_OUT, why, why_len);
 }
 
 void gw_coll_temps_release(gw_coll_temps_t *t)
