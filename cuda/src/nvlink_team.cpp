@@ -79,13 +79,17 @@ Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi& driver, int device, in
   if (s) s = rt_check(cudaMemset(t->workspace_, 0, flags), "cudaMemset");
   if (s) s = rt_check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
   void* err = nullptr;
-  if (s) s = rt_check(cudaHostAlloc(&err, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  // The error word, then the completion counter 8 bytes in.
+  if (s) s = rt_check(cudaHostAlloc(&err, 2 * sizeof(uint64_t), cudaHostAllocMapped), "cudaHostAlloc");
   if (s) {
+    std::memset(err, 0, 2 * sizeof(uint64_t));
     t->error_host_ = static_cast<unsigned*>(err);
-    *t->error_host_ = 0;
+    t->done_host_ = static_cast<uint64_t*>(err) + 1;
     void* dev = nullptr;
     s = rt_check(cudaHostGetDevicePointer(&dev, err, 0), "cudaHostGetDevicePointer");
     t->team_.error = static_cast<unsigned*>(dev);
+    t->done_device_ = static_cast<uint64_t*>(dev) + 1;
+    t->memop_ = Driver::instance().stream_write_value64(device);
   }
   cudaStream_t stream = nullptr;
   // Default flags: the stream waits for the legacy default stream.
@@ -136,9 +140,9 @@ Status NvlTeam::connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu)
   return Status{};
 }
 
-Status NvlTeam::run(gw_nvl_call_t call) {
+Result<uint64_t> NvlTeam::launch(gw_nvl_call_t call) {
   if (broken_) {
-    return Status::error(Errc::not_supported, "NVLink collective: the team timed out earlier");
+    return Status::error(Errc::not_supported, "NVLink collective: the team failed earlier");
   }
   DeviceGuard guard(device_);
   if (!guard.status()) return guard.status();
@@ -151,15 +155,59 @@ Status NvlTeam::run(gw_nvl_call_t call) {
   }
   seq_ += static_cast<uint64_t>(gw_nvl_barriers(&call));
   ++calls_;
+  Status s = signal(calls_);
+  if (!s) {
+    // The kernel is queued but its completion can never be seen.
+    broken_ = true;
+    return s;
+  }
+  return calls_;
+}
+
+Status NvlTeam::signal(uint64_t ticket) {
+  if (memop_) {
+    return drv_check(Driver::instance().entry_points()->cuStreamWriteValue64(
+                         static_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(done_device_),
+                         ticket, CU_STREAM_WRITE_VALUE_DEFAULT),
+                     "cuStreamWriteValue64");
+  }
+  return rt_check(launch_write_value64(static_cast<cudaStream_t>(stream_),
+                                       reinterpret_cast<unsigned long long*>(done_device_), ticket),
+                  "write_value64<<<1,1>>>");
+}
+
+Result<bool> NvlTeam::finished(uint64_t ticket, bool query) {
+  if (__atomic_load_n(done_host_, __ATOMIC_ACQUIRE) >= ticket) {
+    if (__atomic_load_n(error_host_, __ATOMIC_ACQUIRE) != 0) {
+      broken_ = true;
+      return Status::error(Errc::busy, "NVLink collective: a peer did not arrive in time");
+    }
+    return true;
+  }
+  if (query) {
+    const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream_));
+    if (e != cudaSuccess && e != cudaErrorNotReady) {
+      broken_ = true;
+      return rt_check(e, "cudaStreamQuery");
+    }
+  }
+  return false;
+}
+
+Status NvlTeam::run(gw_nvl_call_t call) {
+  Result<uint64_t> ticket = launch(call);
+  if (!ticket) return ticket.status();
   Status s = rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
                       "cudaStreamSynchronize");
   if (!s) {
     broken_ = true;
     return s;
   }
-  if (__atomic_load_n(error_host_, __ATOMIC_ACQUIRE) != 0) {
+  Result<bool> done = finished(*ticket, false);
+  if (!done) return done.status();
+  if (!*done) {
     broken_ = true;
-    return Status::error(Errc::busy, "NVLink collective: a peer did not arrive in time");
+    return Status::error(Errc::driver, "NVLink collective: the stream finished without its signal");
   }
   return Status{};
 }
@@ -186,6 +234,8 @@ void NvlTeam::release() {
   }
   stream_ = nullptr;
   error_host_ = nullptr;
+  done_host_ = nullptr;
+  done_device_ = nullptr;
   workspace_ = nullptr;
 }
 
@@ -195,6 +245,8 @@ Result<std::unique_ptr<NvlTeam>> NvlTeam::open(DriverApi&, int, int, int, size_t
   return no_cuda_status();
 }
 Status NvlTeam::connect(const NvlTeamDesc*, size_t, bool) { return no_cuda_status(); }
+Result<uint64_t> NvlTeam::launch(gw_nvl_call_t) { return no_cuda_status(); }
+Result<bool> NvlTeam::finished(uint64_t, bool) { return no_cuda_status(); }
 Status NvlTeam::run(gw_nvl_call_t) { return no_cuda_status(); }
 void NvlTeam::release() {}
 

@@ -524,7 +524,7 @@ void gw_coll_team_unmap(gw_coll_team_t *t)
     t->leases.clear();
 }
 
-int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+static gw_nvl_call_t nvl_call_of(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
 {
     gw_nvl_call_t call{};
     call.coll = nvl_coll(c->coll);
@@ -542,9 +542,33 @@ int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why,
             call.peer_out[r] = r == me ? c->out : t->peer_out[r];
         }
     }
-    cu::Status s = t->team->run(call);
+    return call;
+}
+
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+{
+    cu::Status s = t->team->run(nvl_call_of(t, c));
     gw_coll_team_unmap(t);
     return s ? 0 : fail_status(why, why_len, "NVLink collective", s);
+}
+
+int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
+                       char *why, size_t why_len)
+{
+    if (c->direct) return fail(why, why_len, "NVLink collective: started calls are one-shot");
+    cu::Result<uint64_t> r = t->team->launch(nvl_call_of(t, c));
+    if (!r) return fail_status(why, why_len, "NVLink collective", r.status());
+    *ticket = *r;
+    return 0;
+}
+
+int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
+                      size_t why_len)
+{
+    cu::Result<bool> r = t->team->finished(ticket, query);
+    if (!r) return fail_status(why, why_len, "NVLink collective", r.status());
+    *done = *r;
+    return 0;
 }
 
 } // extern "C"

@@ -149,6 +149,18 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 void gw_coll_team_unmap(gw_coll_team_t *t);
 /* Runs the call and waits for it; releases the mappings of team_map. */
 int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len);
+/* Launches a one-shot call (not direct) behind those launched before and
+ * returns its ticket; never waits. Each rank's kernel waits at its barrier
+ * for the others' (and holds up the application's cudaDeviceSynchronize
+ * meanwhile): start a call only once every rank has initiated it. */
+int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
+                       char *why, size_t why_len);
+/* *done (set only on success) when the call of ticket has finished on this
+ * rank's GPU; one load. query: also ask CUDA whether the stream failed
+ * (1.5 us): now and then, not on every poll. -1 with why for a peer that did
+ * not arrive in time or a failed stream (the team fails every call after). */
+int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
+                      size_t why_len);
 
 #ifdef __cplusplus
 }

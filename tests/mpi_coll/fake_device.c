@@ -354,11 +354,14 @@ void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*
  *
  * With GW_FAKE_NVLINK=1 every rank opens a simulated team: each rank's
  * "workspace" is a memfd the others map through /proc/<pid>/fd (two slots
- * of slot_bytes after two counters), and team_run is the one-shot kernel
- * done by the CPU: copy this rank's input into its slot, announce arrival,
- * wait for every rank's, read the others' slots (reduce in rank order, so
- * every rank gets the same bits), announce departure, wait for every
- * rank's (a slot is reused two calls later). The direct form maps nothing. */
+ * of slot_bytes after two counters), and a started call is the one-shot
+ * kernel done by the CPU, in steps, from team_done (as a GPU runs a stream's
+ * kernels in order): copy this rank's input into its slot and announce
+ * arrival; once every rank's has come, read the others' slots (reduce in
+ * rank order, so every rank gets the same bits) and announce departure;
+ * once every rank's has come, the call is done (a slot is reused two calls
+ * later). team_run starts a call and polls it to the end. The direct form
+ * maps nothing. */
 enum { FAKE_TEAM_MAX = 8, FAKE_TEAM_HEAD = 128 };
 
 typedef struct {
@@ -368,12 +371,23 @@ typedef struct {
 } fake_team_desc_t;
 #define FAKE_TEAM_MAGIC 0x47574654u /* "GWFT" */
 
+/* A started call, in the team's FIFO. */
+typedef struct fake_team_call {
+    gw_coll_team_call_t c;
+    uint64_t seq;
+    int step;               /* 0 not begun, 1 arrived, 2 departed */
+    struct timespec since;  /* the current step's start, for the timeout */
+    struct fake_team_call *next;
+} fake_team_call_t;
+
 struct gw_coll_team {
     int gpu, rank, nranks, fd;
     size_t slot, seg_bytes;
     double timeout_s;
-    uint64_t calls;
-    char *seg[FAKE_TEAM_MAX]; /* every rank's workspace, mine included */
+    uint64_t calls, finished;
+    bool failed;
+    fake_team_call_t *first, *last; /* started, not finished */
+    char *seg[FAKE_TEAM_MAX];       /* every rank's workspace, mine included */
 };
 
 static volatile uint64_t *team_counter(char *seg, int which) /* 0 arrived, 1 departed */
@@ -471,6 +485,11 @@ int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *p
 void gw_coll_team_close(gw_coll_team_t *t)
 {
     if (NULL == t) return;
+    while (NULL != t->first) {
+        fake_team_call_t *c = t->first;
+        t->first = c->next;
+        free(c);
+    }
     team_unmap_all(t);
     if (t->fd >= 0) close(t->fd);
     free(t);
@@ -479,26 +498,20 @@ void gw_coll_team_close(gw_coll_team_t *t)
 int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->gpu; }
 size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { return t->slot; }
 
-/* Waits until counter `which` of every rank has reached seq. */
-static int team_wait_all(gw_coll_team_t *t, int which, uint64_t seq, char *why, size_t why_len)
+/* Whether counter `which` of every rank has reached seq. */
+static bool team_all_reached(const gw_coll_team_t *t, int which, uint64_t seq)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < t->nranks; ++r) {
-        for (unsigned spins = 0; __atomic_load_n(team_counter(t->seg[r], which),
-                                                 __ATOMIC_ACQUIRE) < seq;
-             ++spins) {
-            sched_yield();
-            if (0 == (spins & 1023)) {
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
-                    t->timeout_s) {
-                    return fail(why, why_len, "fake team: a peer did not arrive in time");
-                }
-            }
-        }
+        if (__atomic_load_n(team_counter(t->seg[r], which), __ATOMIC_ACQUIRE) < seq) return false;
     }
-    return 0;
+    return true;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + 1e-9 * (double)(now.tv_nsec - t0->tv_nsec);
 }
 
 /* A synchronous copy to or from simulated device memory. */
@@ -508,17 +521,10 @@ static void dev_copy(void *dst, const void *src, size_t len)
     do_copy(&c);
 }
 
-int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+/* The "kernel" of one call after every rank's input is in its slot. */
+static int team_compute(gw_coll_team_t *t, const gw_coll_team_call_t *c, int slot, char *why,
+                        size_t why_len)
 {
-    if (t->fd < 0) return fail(why, why_len, "the simulated GPU runs no NVLink kernel");
-    if (c->direct || c->bytes > t->slot) return fail(why, why_len, "fake team: one-shot only");
-    const uint64_t seq = ++t->calls;
-    const int slot = (int)(seq & 1), me = t->rank;
-    if (GW_COLL_TEAM_BCAST != c->coll || me == c->root) {
-        dev_copy(team_slot(t, me, slot), c->in, c->bytes);
-    }
-    __atomic_store_n(team_counter(t->seg[me], 0), seq, __ATOMIC_RELEASE);
-    if (0 != team_wait_all(t, 0, seq, why, why_len)) return -1;
     if (GW_COLL_TEAM_ALLREDUCE == c->coll) {
         const size_t es = gw_reduce_type_size(c->type), count = es ? c->bytes / es : 0;
         char *acc = malloc(c->bytes ? c->bytes : 1);
@@ -534,14 +540,95 @@ int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why,
         dev_copy(c->out, acc, c->bytes);
         free(acc);
     } else if (GW_COLL_TEAM_BCAST == c->coll) {
-        if (me != c->root) dev_copy(c->out, team_slot(t, c->root, slot), c->bytes);
+        if (t->rank != c->root) dev_copy(c->out, team_slot(t, c->root, slot), c->bytes);
     } else {
         for (int r = 0; r < t->nranks; ++r) {
             dev_copy((char *)c->out + (size_t)r * c->bytes, team_slot(t, r, slot), c->bytes);
         }
     }
-    __atomic_store_n(team_counter(t->seg[me], 1), seq, __ATOMIC_RELEASE);
-    return team_wait_all(t, 1, seq, why, why_len);
+    return 0;
+}
+
+/* Runs the started calls in order as far as the peers allow, without
+ * waiting. A call that waits longer than the timeout fails the team. */
+static int team_advance(gw_coll_team_t *t, char *why, size_t why_len)
+{
+    while (!t->failed && NULL != t->first) {
+        fake_team_call_t *k = t->first;
+        const int slot = (int)(k->seq & 1), me = t->rank;
+        if (0 == k->step) {
+            if (GW_COLL_TEAM_BCAST != k->c.coll || me == k->c.root) {
+                dev_copy(team_slot(t, me, slot), k->c.in, k->c.bytes);
+            }
+            __atomic_store_n(team_counter(t->seg[me], 0), k->seq, __ATOMIC_RELEASE);
+            clock_gettime(CLOCK_MONOTONIC, &k->since);
+            k->step = 1;
+        }
+        const int which = k->step - 1;
+        if (!team_all_reached(t, which, k->seq)) {
+            if (seconds_since(&k->since) > t->timeout_s) {
+                t->failed = true;
+                return fail(why, why_len, "fake team: a peer did not arrive in time");
+            }
+            return 0;
+        }
+        if (1 == k->step) {
+            if (0 != team_compute(t, &k->c, slot, why, why_len)) {
+                t->failed = true;
+                return -1;
+            }
+            __atomic_store_n(team_counter(t->seg[me], 1), k->seq, __ATOMIC_RELEASE);
+            clock_gettime(CLOCK_MONOTONIC, &k->since);
+            k->step = 2;
+            continue;
+        }
+        t->finished = k->seq;
+        t->first = k->next;
+        if (NULL == t->first) t->last = NULL;
+        free(k);
+    }
+    return t->failed ? fail(why, why_len, "fake team: failed earlier") : 0;
+}
+
+int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
+                       char *why, size_t why_len)
+{
+    if (t->fd < 0) return fail(why, why_len, "the simulated GPU runs no NVLink kernel");
+    if (c->direct || c->bytes > t->slot) return fail(why, why_len, "fake team: one-shot only");
+    if (t->failed) return fail(why, why_len, "fake team: failed earlier");
+    fake_team_call_t *k = calloc(1, sizeof(*k));
+    if (NULL == k) return fail(why, why_len, "fake team: out of memory");
+    k->c = *c;
+    k->seq = ++t->calls;
+    if (NULL == t->last) {
+        t->first = k;
+    } else {
+        t->last->next = k;
+    }
+    t->last = k;
+    *ticket = k->seq;
+    return 0;
+}
+
+int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
+                      size_t why_len)
+{
+    (void)query;
+    if (0 != team_advance(t, why, why_len)) return -1;
+    *done = t->finished >= ticket;
+    return 0;
+}
+
+int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
+{
+    uint64_t ticket = 0;
+    bool done = false;
+    if (0 != gw_coll_team_start(t, c, &ticket, why, why_len)) return -1;
+    for (;;) {
+        if (0 != gw_coll_team_done(t, ticket, false, &done, why, why_len)) return -1;
+        if (done) return 0;
+        sched_yield();
+    }
 }
 
 int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len)

@@ -7,9 +7,16 @@
 //              default stream; desc() describes it for the peers.
 //   connect()  with every rank's description (rank order): checks that each
 //              rank has a GPU of its own, maps the peers' workspaces.
-//   run()      launches one call (its barrier sequence and slot filled in
-//              here, the same on every rank because calls come in the same
-//              order) and waits for it.
+//   launch()   launches one call behind those launched before (its barrier
+//              sequence and slot filled in here, the same on every rank
+//              because calls come in the same order) and returns its ticket;
+//              finished(ticket) tells, by one load of a host-mapped counter
+//              the stream writes after the kernel, when it has run. Every
+//              rank's kernel waits at its barrier for the others': a call is
+//              launched only once every rank has initiated it (a kernel
+//              spinning there also holds up the application's
+//              cudaDeviceSynchronize).
+//   run()      launch() and wait for it.
 // A barrier that timed out leaves the flags of the ranks out of step: the
 // team is then broken and every later run() fails at once.
 //
@@ -67,6 +74,11 @@ class NvlTeam {
   // take turns on the GPU (time slices of another process's context), so
   // every barrier waits for a context switch; correct, only for testing.
   Status connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu = false);
+  Result<uint64_t> launch(gw_nvl_call_t call);
+  // Whether the call of ticket has finished on this GPU. One load; with
+  // query, a stream that failed is found too (cudaStreamQuery, 1.5 us). An
+  // error (a peer that did not arrive in time, a failed stream) breaks the team.
+  Result<bool> finished(uint64_t ticket, bool query);
   Status run(gw_nvl_call_t call);
 
   int device() const { return device_; }
@@ -79,13 +91,19 @@ class NvlTeam {
  private:
   NvlTeam(DriverApi& driver, int device) : driver_(driver), device_(device) {}
   void release();
+  Status signal(uint64_t ticket);
 
   DriverApi& driver_;
   const int device_;
   gw_nvl_team_t team_{};
   NvlTeamDesc desc_{};
   void* workspace_ = nullptr;
+  // Host-mapped words: the kernels' error flag, then the completion
+  // counter the stream writes after each call (done_host_ / done_device_).
   unsigned* error_host_ = nullptr;
+  uint64_t* done_host_ = nullptr;
+  uint64_t* done_device_ = nullptr;
+  bool memop_ = false;  // cuStreamWriteValue64 works on this device
   void* stream_ = nullptr;
   std::vector<uintptr_t> mapped_;  // peers' workspaces, closed by release()
   uint64_t seq_ = 0;
