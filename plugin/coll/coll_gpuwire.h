@@ -33,12 +33,13 @@ enum {
     GW_REDUCE_ALGO_DEVICE, /* device whatever the pml (one that is CUDA-aware) */
 };
 
-/* coll_gpuwire_hierarchical: device Allreduce on communicators that span
- * several nodes as reduce in each node, allreduce among the nodes' first
- * ranks, bcast in each node (coll_gpuwire_hier.c). */
+/* coll_gpuwire_hierarchical: device Allreduce, Reduce, Bcast and Allgather
+ * on communicators that span several nodes composed per level, e.g.
+ * Allreduce as reduce in each node, allreduce among the nodes' first ranks,
+ * bcast in each node (coll_gpuwire_hier.c). */
 enum {
     GW_HIER_NEVER = 0,
-    GW_HIER_AUTO = 1,   /* where the reductions run on the GPU */
+    GW_HIER_AUTO = 1,   /* where the levels' algorithms run on the GPU */
     GW_HIER_ALWAYS = 2, /* also where they are staged (testing) */
 };
 
@@ -72,6 +73,7 @@ typedef struct {
     unsigned long long staged_bytes;
     unsigned long long device_calls;
     unsigned long long nvlink_calls;
+    unsigned long long nvlink_nb_calls;
     unsigned long long hier_calls;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
@@ -163,14 +165,23 @@ typedef struct {
      * at the first call that could use it; -1 when it cannot be. */
     int nvl_state;
     struct gw_coll_team *nvl_team;
+    /* Non-blocking calls given to the team, and how many of them have been
+     * launched: they launch in initiation order, each once every rank has
+     * initiated it, and a blocking call waits until none is left unlaunched. */
+    uint64_t nvl_nb_issued, nvl_nb_launched;
 
-    /* Sub-communicators of the hierarchical Allreduce (coll_gpuwire_hier.c):
+    /* Sub-communicators of the hierarchical collectives (coll_gpuwire_hier.c):
      * this rank's node, and the nodes' first ranks (NULL on the others). */
     int hier_state;
     struct ompi_communicator_t *hier_node, *hier_leaders;
     /* Per rank of the communicator: its node leader's rank among the
      * leaders, and its rank in its node (2 ints each). */
     int *hier_where;
+    /* Whether every node's ranks are consecutive in the communicator (the
+     * hierarchical Allgather); per node, by its leader's rank among the
+     * leaders: its number of ranks and its first rank in the communicator. */
+    bool hier_blocked;
+    int *hier_counts, *hier_bases;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

@@ -152,7 +152,7 @@ static int component_register(void)
 
     (void)mca_base_component_var_register(
         c, "hierarchical",
-        "Allreduce, Reduce and Bcast on device buffers over communicators that span several "
+        "Allreduce, Reduce, Bcast and Allgather on device buffers over communicators that span several "
         "nodes: 1 (auto, where the level's algorithms run on the GPU) composes them per level "
         "(Allreduce: reduce inside each node to its first rank, allreduce among the nodes' "
         "first ranks, bcast inside each node; Reduce likewise to the root; Bcast: inside the "
@@ -239,8 +239,12 @@ static int component_register(void)
     register_counter("nvlink_calls",
                      "Collectives on device buffers run by the NVLink kernels",
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("nvlink_nb_calls",
+                     "Non-blocking collectives on device buffers run by the NVLink kernels "
+                     "(Iallreduce, Ibcast, Iallgather; counted at initiation)",
+                     &mca_coll_gpuwire.nvlink_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("hier_calls",
-                     "Allreduce, Reduce and Bcast calls on device buffers across nodes composed "
+                     "Allreduce, Reduce, Bcast and Allgather calls on device buffers across nodes composed "
                      "per level (coll_gpuwire_hierarchical)",
                      &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",

@@ -136,6 +136,22 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request);
 
+/* A non-blocking call whose steps an algorithm runs itself: the request
+ * polls them from MPI's progress (under the requests' lock, never entered
+ * twice) until they are done, then releases them before the application
+ * sees completion. */
+typedef struct {
+    /* Moves the job on without waiting; *done when it has finished. An OMPI
+     * error code completes the request with that error. */
+    int (*poll)(void *job, bool query, bool *done);
+    /* Gives back what the job holds; called once, when it is done, failed,
+     * or never got a request. */
+    void (*release)(void *job);
+} gw_coll_job_ops_t;
+/* A request of ours for a call on m run by job (coll_gpuwire_staged.c). */
+int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                   const gw_coll_job_ops_t *ops, void *job, ompi_request_t **request);
+
 /* The staged algorithm (coll_gpuwire_staged.c). */
 extern const gw_coll_algorithm_t gw_coll_staged;
 /* The table's (op, type) ids (gpuwire/cuda/reduce.h) of a reduction on a
@@ -147,7 +163,8 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 extern const gw_coll_algorithm_t gw_coll_nvlink;
 /* Releases the communicator's NVLink team (module destructor). */
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
-/* Allreduce across nodes composed per level (coll_gpuwire_hier.c). */
+/* Allreduce, Reduce, Bcast and Allgather across nodes composed per level
+ * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;
 /* Frees the communicator's sub-communicators (module destructor). */
 void gw_coll_hier_release(mca_coll_gpuwire_module_t *m);

@@ -1,6 +1,6 @@
 /*
- * Allreduce, Reduce and Bcast on device buffers across several nodes,
- * composed from what runs best at each level. Allreduce:
+ * Allreduce, Reduce, Bcast and Allgather on device buffers across several
+ * nodes, composed from what runs best at each level. Allreduce:
  *
  *   1. Reduce inside each node to the node's first rank (node communicator:
  *      the ring on the GPU over CUDA IPC/NVLink, or staged);
@@ -17,6 +17,15 @@
  * nodes' first ranks from the root's node's, then inside every other node
  * from its first rank.
  *
+ * Allgather: inside each node into the node's part of the receive buffer,
+ * then among the nodes' first ranks in place (an Allgatherv of one part per
+ * node), then a Bcast of the whole buffer inside each node from its first
+ * rank. A node's part is one run of blocks only where its ranks are
+ * consecutive in the communicator (ranks base .. base + n - 1, rank base +
+ * i being the node's rank i), as under Open MPI's default mapping by slot.
+ * Where the ranks of some node are not (mapping by node), every rank
+ * declines the call alike and the flat algorithms run it.
+ *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
  * the leaders' traffic crosses the network, once per node instead of once
@@ -30,7 +39,10 @@
  * nodes (Open MPI's locality, the same on every rank), and after the split,
  * whether some node has two ranks or more (a host allreduce); if none has,
  * the flat algorithms are as good and every call declines from then on.
+ * Where every rank is (its node and its rank there, a host allgather) also
+ * tells every rank alike whether the nodes' ranks are consecutive.
  */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "coll_gpuwire.h"
@@ -58,8 +70,16 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
 {
     (void)r;
     const int mode = mca_coll_gpuwire.hierarchical;
-    if (GW_HIER_NEVER == mode || a->nonblocking || a->count <= 0 || OMPI_COMM_IS_INTER(a->comm) ||
+    if (GW_HIER_NEVER == mode || a->nonblocking || OMPI_COMM_IS_INTER(a->comm) ||
         ompi_comm_size(a->comm) < 3) {
+        return false;
+    }
+    /* The reductions and Bcast take count and dtype; Allgather rcount and
+     * rdtype (its last step, a Bcast of all the blocks, counts them in one
+     * int). */
+    if (GW_COLL_ALLGATHER == a->id) {
+        if (a->rcount <= 0 || a->rcount > INT_MAX / ompi_comm_size(a->comm)) return false;
+    } else if (a->count <= 0) {
         return false;
     }
     /* auto: where the level's algorithms run on the GPU (not staged through
@@ -85,9 +105,10 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
             !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
-    } else if (GW_COLL_BCAST == a->id) {
+    } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id) {
         if (GW_HIER_AUTO == mode &&
-            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_BCAST), mca_coll_gpuwire.move_algorithm)) {
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER),
+                                 mca_coll_gpuwire.move_algorithm)) {
             return false;
         }
     } else {
@@ -102,8 +123,37 @@ void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
     if (NULL != m->hier_leaders) ompi_comm_free(&m->hier_leaders);
     m->hier_node = m->hier_leaders = NULL;
     free(m->hier_where);
-    m->hier_where = NULL;
+    free(m->hier_counts);
+    free(m->hier_bases);
+    m->hier_where = m->hier_counts = m->hier_bases = NULL;
+    m->hier_blocked = false;
     m->hier_state = HIER_UNKNOWN;
+}
+
+/* Whether every node's ranks are consecutive in the communicator, from
+ * hier_where (the same on every rank); if so, each node's rank count and
+ * first rank, by leader index (m->hier_counts, m->hier_bases). */
+static int hier_find_blocks(mca_coll_gpuwire_module_t *m, int size)
+{
+    int nodes = 0;
+    for (int r = 0; r < size; ++r) {
+        if (m->hier_where[2 * r] + 1 > nodes) nodes = m->hier_where[2 * r] + 1;
+    }
+    m->hier_counts = calloc((size_t)nodes, sizeof(int));
+    m->hier_bases = malloc((size_t)nodes * sizeof(int));
+    if (NULL == m->hier_counts || NULL == m->hier_bases) return OMPI_ERR_OUT_OF_RESOURCE;
+    bool blocked = true;
+    for (int r = 0; r < size; ++r) {
+        const int node = m->hier_where[2 * r], local = m->hier_where[2 * r + 1];
+        if (0 == m->hier_counts[node]) m->hier_bases[node] = r;
+        ++m->hier_counts[node];
+        /* The node's ranks in its communicator follow their order in comm
+         * (split by type with one key): consecutive iff rank i of the node
+         * is comm rank base + i. */
+        blocked = blocked && r == m->hier_bases[node] + local;
+    }
+    m->hier_blocked = blocked;
+    return OMPI_SUCCESS;
 }
 
 /* Collective over comm: the node and leaders' communicators, or
@@ -139,6 +189,7 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
                  : m->previous_allgather(where, 2, MPI_INT, m->hier_where, 2, MPI_INT, comm,
                                          m->previous_allgather_module);
     }
+    if (OMPI_SUCCESS == rc) rc = hier_find_blocks(m, ompi_comm_size(comm));
     if (OMPI_SUCCESS != rc || most < 2) {
         gw_coll_hier_release(m);
         m->hier_state = HIER_UNUSABLE;
@@ -149,8 +200,9 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
         return rc;
     }
     m->hier_state = HIER_READY;
-    COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s: %d rank(s) on this node, %s", comm->c_name,
-                         mine, leader ? "its leader" : "not its leader");
+    COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s: %d rank(s) on this node, %s; nodes' ranks %s",
+                         comm->c_name, mine, leader ? "its leader" : "not its leader",
+                         m->hier_blocked ? "consecutive" : "not consecutive");
     return OMPI_SUCCESS;
 }
 
@@ -160,7 +212,8 @@ static int hier_done(const gw_coll_args_t *a, int rc)
         __atomic_fetch_add(&mca_coll_gpuwire.hier_calls, 1, __ATOMIC_RELAXED);
     } else {
         opal_output(0, "coll:gpuwire: hierarchical %s of %d elements failed (%d); set "
-                    "coll_gpuwire_hierarchical 0", gw_coll_name(a->id), a->count, rc);
+                    "coll_gpuwire_hierarchical 0", gw_coll_name(a->id),
+                    GW_COLL_ALLGATHER == a->id ? a->rcount : a->count, rc);
     }
     return rc;
 }
@@ -219,6 +272,51 @@ static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return hier_done(a, rc);
 }
 
+/* Allgather where every node's ranks are consecutive: comm rank r's block
+ * is at r * B in the receive buffer (B = rcount elements of rdtype), and a
+ * node's blocks, from its first rank base on, are one run. */
+static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+{
+    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
+    const int size = ompi_comm_size(a->comm);
+    const int base = m->hier_bases[m->hier_where[2 * ompi_comm_rank(a->comm)]];
+    ptrdiff_t lb, extent;
+    ompi_datatype_get_extent(a->rdtype, &lb, &extent);
+    char *rbuf = a->rbuf;
+
+    /* 1. Inside the node, into its run of blocks: node rank i is comm rank
+     * base + i, so in place this rank's block is already where the node's
+     * allgather takes it from. */
+    int rc = node->c_coll->coll_allgather(a->sbuf, a->scount, a->sdtype,
+                                          rbuf + (ptrdiff_t)base * a->rcount * extent, a->rcount,
+                                          a->rdtype, node, node->c_coll->coll_allgather_module);
+    /* 2. Among the first ranks, each node's run in place. */
+    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && NULL != leaders &&
+        ompi_comm_size(leaders) > 1) {
+        const int nodes = ompi_comm_size(leaders);
+        int *counts = malloc(2 * sizeof(int) * (size_t)nodes);
+        if (NULL == counts) {
+            rc = OMPI_ERR_OUT_OF_RESOURCE;
+        } else {
+            int *displs = counts + nodes;
+            for (int l = 0; l < nodes; ++l) {
+                counts[l] = m->hier_counts[l] * a->rcount; /* at most size * rcount (accepts) */
+                displs[l] = m->hier_bases[l] * a->rcount;
+            }
+            rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf, counts,
+                                                  displs, a->rdtype, leaders,
+                                                  leaders->c_coll->coll_allgatherv_module);
+            free(counts);
+        }
+    }
+    /* 3. Every block to every rank of the node. */
+    if (OMPI_SUCCESS == rc) {
+        rc = node->c_coll->coll_bcast(rbuf, size * a->rcount, a->rdtype, 0, node,
+                                      node->c_coll->coll_bcast_module);
+    }
+    return hier_done(a, rc);
+}
+
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
@@ -232,6 +330,9 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         }
     }
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
+    if (GW_COLL_ALLGATHER == a->id) {
+        return m->hier_blocked ? hier_allgather(m, a) : GW_COLL_DECLINED;
+    }
 
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const bool leader = 0 == ompi_comm_rank(node);

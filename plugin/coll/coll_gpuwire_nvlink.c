@@ -36,7 +36,9 @@
 #include "gpuwire/cuda/reduce.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
+#include "ompi/mca/pml/pml.h"
 #include "ompi/proc/proc.h"
+#include "opal/runtime/opal_progress.h"
 
 #define GW_NVL_MAX_TEAM 8
 
@@ -69,13 +71,16 @@ static size_t call_bytes(const gw_coll_args_t *a)
 static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    if (!mca_coll_gpuwire.nvlink || a->nonblocking) return false;
+    if (!mca_coll_gpuwire.nvlink) return false;
     const int n = ompi_comm_size(a->comm);
     if (n < 2 || n > GW_NVL_MAX_TEAM || OMPI_COMM_IS_INTER(a->comm)) return false;
     if (GW_COLL_ALLREDUCE != a->id && GW_COLL_BCAST != a->id && GW_COLL_ALLGATHER != a->id) {
         return false;
     }
-    if (!mca_coll_gpuwire.nvlink_direct && call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
+    /* The non-blocking forms are one-shot only (the direct form exchanges
+     * and agrees on the host first). */
+    if ((a->nonblocking || !mca_coll_gpuwire.nvlink_direct) &&
+        call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
         return false;
     }
     switch (a->id) {
@@ -218,18 +223,33 @@ static void relocate(place_t *p, const gw_coll_region_t r[GW_REGION_COUNT],
 }
 
 static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, const place_t *pp);
+static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
 
 static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    (void)request; /* blocking forms only (accepts) */
     struct ompi_communicator_t *comm = a->comm;
     const int gpu = gw_coll_regions_gpu(r);
+    if (NULL != request) {
+        /* Setting a team up is a blocking exchange, which an initiation must
+         * not make: the non-blocking forms use the team a blocking call has
+         * set up (the state is the same on every rank). */
+        if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
+        return nvlink_start(m, a, r, request);
+    }
     if (NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
         if (OMPI_SUCCESS != rc) return rc;
     }
     if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
+    /* The team's kernels run in initiation order on every rank: the
+     * non-blocking calls initiated before this one launch first. Every rank
+     * has initiated them (MPI's order), so their arrivals come. */
+    while (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) <
+           __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
+        opal_progress();
+    }
 
     gw_coll_team_t *t = m->nvl_team;
     const int tgpu = gw_coll_team_gpu(t);
@@ -253,16 +273,13 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return err;
 }
 
-/* The call on this rank's place; GW_COLL_DECLINED where every rank agreed
- * that a direct call cannot map every buffer. */
-static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, const place_t *pp)
+/* The kernels' description of the call on this rank's place. The slots hold
+ * coll_gpuwire_nvlink_oneshot_bytes (rounded up): a call within it fits
+ * them (gw_nvl_launch checks again); a larger one is direct. */
+static gw_coll_team_call_t team_call_of(const gw_coll_args_t *a, const place_t *p)
 {
-    struct ompi_communicator_t *comm = a->comm;
-    gw_coll_team_t *t = m->nvl_team;
-    place_t p = *pp;
-    char why[256] = "";
     gw_coll_team_call_t c = {
-        .in = p.in, .out = p.out, .bytes = p.bytes, .root = a->root,
+        .in = p->in, .out = p->out, .bytes = p->bytes, .root = a->root,
     };
     switch (a->id) {
     case GW_COLL_ALLREDUCE:
@@ -272,9 +289,19 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
     case GW_COLL_BCAST: c.coll = GW_COLL_TEAM_BCAST; break;
     default: c.coll = GW_COLL_TEAM_ALLGATHER; break;
     }
-    /* The slots hold coll_gpuwire_nvlink_oneshot_bytes (rounded up): a call
-     * within it fits them (gw_nvl_launch checks again). */
-    c.direct = p.bytes > mca_coll_gpuwire.nvlink_oneshot_bytes;
+    c.direct = p->bytes > mca_coll_gpuwire.nvlink_oneshot_bytes;
+    return c;
+}
+
+/* The call on this rank's place; GW_COLL_DECLINED where every rank agreed
+ * that a direct call cannot map every buffer. */
+static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, const place_t *pp)
+{
+    struct ompi_communicator_t *comm = a->comm;
+    gw_coll_team_t *t = m->nvl_team;
+    place_t p = *pp;
+    char why[256] = "";
+    gw_coll_team_call_t c = team_call_of(a, &p);
     if (c.direct) {
         const int n = ompi_comm_size(comm);
         const bool need_in = GW_COLL_TEAM_ALLREDUCE == c.coll;
@@ -334,6 +361,153 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
         return OMPI_ERROR;
     }
     __atomic_fetch_add(&mca_coll_gpuwire.nvlink_calls, 1, __ATOMIC_RELAXED);
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Non-blocking forms (Iallreduce, Ibcast, Iallgather; one-shot sizes).
+ *
+ * A kernel must not run before every rank has initiated its call: it spins
+ * at its barrier until the others' kernels arrive, and meanwhile the
+ * application's cudaDeviceSynchronize does not return, so a rank that
+ * initiates, synchronizes its device and only then sends what another rank
+ * waits for before initiating would hang. Initiation therefore copies in
+ * what needs a temporary, sends a zero-byte arrival message to every other
+ * rank and posts a receive for each of theirs, and returns. From MPI's
+ * progress, the call launches once every arrival has come and every earlier
+ * call of the team has launched, then completes when the stream's ticket is
+ * reached (and its temporaries are copied back).
+ *
+ * The arrivals use the collective's own tag (gw_coll_tag) on the
+ * communicator. Every other user of that tag there (the blocking algorithms
+ * over point-to-point) posts its receives inside its call, from named
+ * sources, in the same order on every rank; the pml matches messages of one
+ * source and tag in order, so each arrival meets the receive posted for it.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    mca_coll_gpuwire_module_t *m;
+    gw_coll_team_call_t c;
+    gw_coll_region_t r[GW_REGION_COUNT];
+    gw_coll_temps_t tmp;
+    uint64_t order; /* 1 + how many of the team's non-blocking calls came before */
+    uint64_t ticket;
+    bool launched;
+    gw_coll_id_t id;
+    int nreqs;
+    ompi_request_t *reqs[2 * GW_NVL_MAX_TEAM]; /* the arrivals: receives, then sends */
+} nvl_job_t;
+
+static void nvl_job_release(void *p)
+{
+    nvl_job_t *j = p;
+    for (int i = 0; i < j->nreqs; ++i) {
+        if (MPI_REQUEST_NULL != j->reqs[i]) ompi_request_free(&j->reqs[i]);
+    }
+    gw_coll_temps_release(&j->tmp);
+    free(j);
+}
+
+static int nvl_job_failed(nvl_job_t *j, const char *why)
+{
+    opal_output(0, "coll:gpuwire: i%s over NVLink: %s", gw_coll_name(j->id), why);
+    return OMPI_ERROR;
+}
+
+static int nvl_job_poll(void *p, bool query, bool *done)
+{
+    nvl_job_t *j = p;
+    char why[256] = "";
+    *done = false;
+    if (!j->launched) {
+        if (__atomic_load_n(&j->m->nvl_nb_launched, __ATOMIC_ACQUIRE) + 1 != j->order) {
+            return OMPI_SUCCESS;
+        }
+        for (int i = 0; i < j->nreqs; ++i) {
+            if (!REQUEST_COMPLETE(j->reqs[i])) return OMPI_SUCCESS;
+        }
+        /* Launched or failed, it no longer holds the later calls back. */
+        j->launched = true;
+        __atomic_fetch_add(&j->m->nvl_nb_launched, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < j->nreqs; ++i) {
+            const int err = j->reqs[i]->req_status.MPI_ERROR;
+            if (MPI_SUCCESS != err) {
+                snprintf(why, sizeof(why), "an arrival message failed (MPI error %d)", err);
+                return nvl_job_failed(j, why);
+            }
+        }
+        if (0 != gw_coll_team_start(j->m->nvl_team, &j->c, &j->ticket, why, sizeof(why))) {
+            return nvl_job_failed(j, why);
+        }
+    }
+    bool finished = false;
+    if (0 != gw_coll_team_done(j->m->nvl_team, j->ticket, query, &finished, why, sizeof(why))) {
+        return nvl_job_failed(j, why);
+    }
+    if (!finished) return OMPI_SUCCESS;
+    if (0 != gw_coll_temps_out(j->r, gw_coll_team_gpu(j->m->nvl_team), &j->tmp, why,
+                               sizeof(why))) {
+        return nvl_job_failed(j, why);
+    }
+    *done = true;
+    return OMPI_SUCCESS;
+}
+
+static const gw_coll_job_ops_t nvl_job_ops = {nvl_job_poll, nvl_job_release};
+
+static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    struct ompi_communicator_t *comm = a->comm;
+    char why[256] = "";
+    nvl_job_t *j = calloc(1, sizeof(*j));
+    if (NULL == j) return OMPI_ERR_OUT_OF_RESOURCE;
+    j->m = m;
+    j->id = a->id;
+    memcpy(j->r, r, sizeof(j->r));
+    place_t p;
+    place_of(a, r, &p);
+    /* Only this rank knows of a failure here: the others' calls wait for
+     * its arrival, which never comes, and the team's next blocking call
+     * waits for them. */
+    if (0 != gw_coll_temps_in(r, gw_coll_team_gpu(m->nvl_team), &j->tmp, why, sizeof(why))) {
+        free(j);
+        opal_output(0, "coll:gpuwire: i%s over NVLink: %s", gw_coll_name(a->id), why);
+        return OMPI_ERROR;
+    }
+    relocate(&p, r, &j->tmp);
+    j->c = team_call_of(a, &p);
+    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), tag = gw_coll_tag(a->id);
+    int rc = OMPI_SUCCESS;
+    for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
+        if (q == me) continue;
+        j->reqs[j->nreqs] = MPI_REQUEST_NULL;
+        rc = MCA_PML_CALL(irecv(NULL, 0, MPI_BYTE, q, tag, comm, &j->reqs[j->nreqs]));
+        if (OMPI_SUCCESS == rc) ++j->nreqs;
+    }
+    for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
+        if (q == me) continue;
+        j->reqs[j->nreqs] = MPI_REQUEST_NULL;
+        rc = MCA_PML_CALL(isend(NULL, 0, MPI_BYTE, q, tag, MCA_PML_BASE_SEND_STANDARD, comm,
+                                &j->reqs[j->nreqs]));
+        if (OMPI_SUCCESS == rc) ++j->nreqs;
+    }
+    if (OMPI_SUCCESS != rc) {
+        nvl_job_release(j);
+        opal_output(0, "coll:gpuwire: i%s over NVLink: posting the arrival messages failed (%d)",
+                    gw_coll_name(a->id), rc);
+        return rc;
+    }
+    j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
+    const uint64_t order = j->order;
+    rc = gw_coll_nb_job(m, a, &nvl_job_ops, j, request); /* j is the request's now */
+    if (OMPI_SUCCESS != rc) {
+        /* The newest of the team's calls (collectives on one communicator
+         * are initiated one at a time): its place goes back. */
+        __atomic_store_n(&m->nvl_nb_issued, order - 1, __ATOMIC_RELEASE);
+        return rc;
+    }
+    __atomic_fetch_add(&mca_coll_gpuwire.nvlink_nb_calls, 1, __ATOMIC_RELAXED);
     return OMPI_SUCCESS;
 }
 

@@ -22,6 +22,9 @@
  *              staging goes back and the request completes
  *   FAILED     an error before the start: leaves the order in its turn and
  *              completes with the error
+ *   JOB        an algorithm's own non-blocking steps (the NVLink kernels,
+ *              gw_coll_nb_job): polled until they say done; outside the
+ *              FIFO, since no previous module's collective starts
  *
  * Tickets are one load each (TrackedStream); CUDA is asked only now and then,
  * for a stream that failed. The CPU never touches device memory.
@@ -210,6 +213,7 @@ typedef enum {
     GW_REQ_FAILED,
     GW_REQ_INNER,
     GW_REQ_COPY_OUT,
+    GW_REQ_JOB, /* an algorithm's own steps (gw_coll_nb_job) */
 } gw_req_state_t;
 
 /* Open MPI's MPI_I* bindings treat the request a collective returns as an
@@ -237,6 +241,8 @@ typedef struct gw_coll_request {
     void *rbuf;                         /* or the application's buffers */
     ompi_request_t *inner;              /* the previous module's request */
     gw_staging_t st;
+    const gw_coll_job_ops_t *job_ops; /* GW_REQ_JOB: the algorithm's steps */
+    void *job;                        /* and its state, until job_release */
     gw_req_state_t state;
     int error; /* MPI error code */
     unsigned polls;
@@ -260,12 +266,19 @@ static struct {
     bool initialized;
 } requests;
 
+static void job_release(gw_coll_request_t *req)
+{
+    if (NULL != req->job) req->job_ops->release(req->job);
+    req->job = NULL;
+}
+
 /* Gives back everything a request holds; its copies have finished. */
 static void request_release(gw_coll_request_t *req)
 {
     ompi_request_t *r = req->mpi;
     struct ompi_communicator_t *comm = req->args.comm;
     staging_release(&req->st);
+    job_release(req);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(r);
     OBJ_RELEASE(comm);
@@ -402,6 +415,14 @@ static bool request_advance(gw_coll_request_t *req)
                 req->error = MPI_ERR_OTHER;
             }
             return done;
+        case GW_REQ_JOB: {
+            const int rc = req->job_ops->poll(req->job, query, &done);
+            if (OMPI_SUCCESS != rc) {
+                req->error = ompi_errcode_get_mpi_code(rc);
+                return true;
+            }
+            return done;
+        }
         }
         return false;
     }
@@ -442,6 +463,7 @@ static int requests_progress(void)
         ++n;
         /* Staging goes back before the application can see completion. */
         staging_release(&req->st);
+        job_release(req);
         OPAL_THREAD_LOCK(&requests.lock);
         bool freed = req->freed;
         OPAL_THREAD_UNLOCK(&requests.lock);
@@ -486,6 +508,23 @@ void mca_coll_gpuwire_requests_fini(void)
     requests.initialized = false;
 }
 
+/* Adds req to the requests the progress function moves on, and to its
+ * communicator's FIFO of requests not started when ordered. */
+static void request_pend(gw_coll_request_t *req, bool ordered)
+{
+    OPAL_THREAD_LOCK(&requests.lock);
+    if (!requests.progress_registered) {
+        opal_progress_register(requests_progress);
+        requests.progress_registered = true;
+    }
+    if (ordered) order_push(req->module, req);
+    req->next = NULL;
+    *requests.lastp = req;
+    requests.lastp = &req->next;
+    __atomic_fetch_add(&mca_coll_gpuwire.nb_pending, 1, __ATOMIC_RELAXED);
+    OPAL_THREAD_UNLOCK(&requests.lock);
+}
+
 /* Hands req (READY or COPY_IN) to the progress function and the request to
  * the application. A READY request with nothing before it on its
  * communicator starts here; otherwise it joins the communicator's FIFO and
@@ -505,18 +544,23 @@ static int request_enqueue(gw_coll_request_t *req, ompi_request_t **request)
         __atomic_fetch_add(&mca_coll_gpuwire.nb_deferred_starts, 1, __ATOMIC_RELAXED);
     }
 
-    OPAL_THREAD_LOCK(&requests.lock);
-    if (!requests.progress_registered) {
-        opal_progress_register(requests_progress);
-        requests.progress_registered = true;
-    }
-    if (GW_REQ_INNER != req->state) order_push(m, req);
-    req->next = NULL;
-    *requests.lastp = req;
-    requests.lastp = &req->next;
-    __atomic_fetch_add(&mca_coll_gpuwire.nb_pending, 1, __ATOMIC_RELAXED);
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    request_pend(req, GW_REQ_INNER != req->state);
+    *request = req->mpi;
+    return OMPI_SUCCESS;
+}
 
+int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                   const gw_coll_job_ops_t *ops, void *job, ompi_request_t **request)
+{
+    gw_coll_request_t *req = request_new(m, a);
+    if (NULL == req) {
+        ops->release(job);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    req->job_ops = ops;
+    req->job = job;
+    req->state = GW_REQ_JOB;
+    request_pend(req, false);
     *request = req->mpi;
     return OMPI_SUCCESS;
 }

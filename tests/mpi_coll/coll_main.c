@@ -17,6 +17,15 @@
  * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged. fake*: the same over the simulated
  * GPU of coll "gpuwirefake" (fake_device.c). The GPU modes exit 77 (skipped)
  * without a usable GPU.
+ *
+ * GW_TEST_EXPECT_COLL_PVAR=<name>: a counter of the coll component (such as
+ * coll_gpuwirefake_hier_calls) that must count on every rank during the run.
+ * GW_TEST_EXPECT_COLL_PVAR_IN=<case>,<case>,...: with it, each case named
+ * (a name of cases[] below) must make that counter count on every rank in
+ * its blocking run on MPI_COMM_WORLD, and each name of one with an "i" in
+ * front (iallreduce) in its non-blocking run there, through the counter of
+ * GW_TEST_EXPECT_COLL_PVAR_NB=<name> where that is set (such as
+ * coll_gpuwirefake_nvlink_nb_calls); an unknown name fails the test.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +58,56 @@ static const struct {
     {"barrier", case_barrier},
 };
 
-static void run_all(MPI_Comm comm, const char *comm_name)
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+/* The counter of GW_TEST_EXPECT_COLL_PVAR, and the cases that must make it
+ * count (GW_TEST_EXPECT_COLL_PVAR_IN). */
+static const char *expect;
+static MPI_T_pvar_session session = MPI_T_PVAR_SESSION_NULL;
+static MPI_T_pvar_handle counter = MPI_T_PVAR_HANDLE_NULL;
+static const char *expect_nb;
+static MPI_T_pvar_handle nb_counter = MPI_T_PVAR_HANDLE_NULL;
+static bool expect_in[NCASES][2]; /* [case][non-blocking] */
+
+/* Marks the cases named in list (comma-separated); fails on a name that is
+ * not one of them. */
+static void parse_expect_in(const char *list)
+{
+    const char *p = list;
+    while (*p) {
+        const size_t len = strcspn(p, ",");
+        bool known = false;
+        for (size_t i = 0; i < NCASES; ++i) {
+            const size_t n = strlen(cases[i].name);
+            if (n == len && 0 == strncmp(cases[i].name, p, len)) {
+                expect_in[i][0] = known = true;
+            } else if (n + 1 == len && 'i' == p[0] && 0 == strncmp(cases[i].name, p + 1, n)) {
+                expect_in[i][1] = known = true;
+            }
+        }
+        if (!known && len > 0) {
+            mt_fail(__FILE__, __LINE__, "GW_TEST_EXPECT_COLL_PVAR_IN: no case %.*s", (int)len, p);
+        }
+        p += len;
+        if (',' == *p) ++p;
+    }
+}
+
+/* check: whether the cases of GW_TEST_EXPECT_COLL_PVAR_IN must count here. */
+static void run_all(MPI_Comm comm, const char *comm_name, bool check)
 {
     for (int nb = 0; nb < 2; ++nb) {
-        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        for (size_t i = 0; i < NCASES; ++i) {
             int before = mt_failures;
+            const bool counts = check && expect_in[i][nb];
+            const MPI_T_pvar_handle h = nb ? nb_counter : counter;
+            const unsigned long long was = counts ? coll_pvar_read(session, h) : 0;
             cases[i].fn(comm, nb);
+            if (counts && coll_pvar_read(session, h) == was) {
+                mt_fail(__FILE__, __LINE__, "%s%s on %s: %s did not count on rank %d",
+                        nb ? "i" : "", cases[i].name, comm_name, nb ? expect_nb : expect,
+                        mt_rank);
+            }
             if (mt_failures != before) {
                 fprintf(stderr, "[rank %d] %s%s on %s: %d failure(s)\n", mt_rank, nb ? "i" : "",
                         cases[i].name, comm_name, mt_failures - before);
@@ -68,19 +121,34 @@ int main(int argc, char **argv)
     harness_init(&argc, &argv);
     if (harness_skip_reason()) return mt_skip(harness_skip_reason());
 
-    /* GW_TEST_EXPECT_COLL_PVAR=<name>: a counter of the coll component that
-     * must count on every rank during the run (coll_gpuwirefake_hier_calls). */
-    const char *expect = getenv("GW_TEST_EXPECT_COLL_PVAR");
-    MPI_T_pvar_session session = MPI_T_PVAR_SESSION_NULL;
-    MPI_T_pvar_handle counter = MPI_T_PVAR_HANDLE_NULL;
+    /* The counters of the header comment. */
+    expect = getenv("GW_TEST_EXPECT_COLL_PVAR");
+    const char *expect_in_list = getenv("GW_TEST_EXPECT_COLL_PVAR_IN");
+    bool check_in = false;
     if (expect && *expect) {
         int provided = 0;
         MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
         MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
         counter = coll_pvar_open(session, expect, MPI_T_PVAR_CLASS_COUNTER);
+        expect_nb = getenv("GW_TEST_EXPECT_COLL_PVAR_NB");
+        if (expect_nb && *expect_nb) {
+            nb_counter = coll_pvar_open(session, expect_nb, MPI_T_PVAR_CLASS_COUNTER);
+        } else {
+            expect_nb = expect;
+            nb_counter = counter;
+        }
+    }
+    if (expect_in_list && *expect_in_list) {
+        if (expect && *expect) {
+            parse_expect_in(expect_in_list);
+            check_in = true;
+        } else {
+            mt_fail(__FILE__, __LINE__,
+                    "GW_TEST_EXPECT_COLL_PVAR_IN without GW_TEST_EXPECT_COLL_PVAR");
+        }
     }
 
-    run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+    run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD", check_in);
 
     /* Halves in reversed order: rank 0 of the sub-communicator is the
      * highest world rank of its half. */
@@ -91,7 +159,7 @@ int main(int argc, char **argv)
         mem_send = mem_recv;
         mem_recv = t;
     }
-    run_all(half, "split");
+    run_all(half, "split", false);
     MPI_Comm_free(&half);
 
     case_many_in_flight(MPI_COMM_WORLD);
@@ -100,6 +168,9 @@ int main(int argc, char **argv)
     if (expect && *expect) {
         const unsigned long long n = coll_pvar_read(session, counter);
         if (0 == n) mt_fail(__FILE__, __LINE__, "%s did not count on rank %d", expect, mt_rank);
+        if (nb_counter != counter && nb_counter != MPI_T_PVAR_HANDLE_NULL) {
+            MPI_T_pvar_handle_free(session, &nb_counter);
+        }
         if (counter != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(session, &counter);
         MPI_T_pvar_session_free(&session);
         MPI_T_finalize();

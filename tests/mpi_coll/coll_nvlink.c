@@ -7,6 +7,8 @@
  * coll_gpuwire_nvlink_calls must grow; with ranks sharing a GPU (or
  * coll_gpuwire_nvlink 0) it must stay 0 and every result must still be right
  * (the communicator's calls go to the algorithms over point-to-point).
+ * Then the non-blocking forms (check_nonblocking), with
+ * coll_gpuwire_nvlink_nb_calls growing or staying 0 alike.
  * GW_TEST_SAME_GPU=1 puts every rank on GPU 0; with
  * coll_gpuwire_nvlink_shared_gpu 1 they still form a team (expect-nvlink).
  *   argv[1]: "expect-nvlink" or "expect-fallback"
@@ -150,6 +152,119 @@ static void run_all(MPI_Comm comm, unsigned salt)
     }
 }
 
+/* The non-blocking forms (one-shot sizes): several of each kind in flight,
+ * completed together; then an initiation followed by the application's
+ * cudaDeviceSynchronize before the other ranks have initiated (they wait
+ * for a message sent after it): the kernel must not be running yet, or the
+ * synchronize waits for a peer that waits for this rank. */
+enum { NB_CALLS = 6 };
+
+static void check_nonblocking(MPI_Comm comm, unsigned salt)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    static const long counts[NB_CALLS] = {1, 7, 1000, 4099, 65536, 200000};
+    int32_t *ar_in[NB_CALLS], *ar_out[NB_CALLS];
+    unsigned char *bc[NB_CALLS];
+    int16_t *ag_in[NB_CALLS], *ag_out[NB_CALLS];
+    MPI_Request reqs[3 * NB_CALLS];
+    for (int k = 0; k < NB_CALLS; ++k) {
+        const long c = counts[k];
+        int32_t *h = malloc((size_t)c * sizeof(int32_t));
+        for (long e = 0; e < c; ++e) h[e] = (int32_t)val(me, e, salt + k);
+        ar_in[k] = dev_alloc((size_t)c * sizeof(int32_t));
+        ar_out[k] = dev_alloc((size_t)c * sizeof(int32_t));
+        CUDA_OK(cudaMemcpy(ar_in[k], h, (size_t)c * sizeof(int32_t), cudaMemcpyHostToDevice));
+        unsigned char *b = malloc((size_t)c);
+        for (long e = 0; e < c; ++e) b[e] = (unsigned char)(me == k % n ? val(k % n, e, salt) : 0xee);
+        bc[k] = dev_alloc((size_t)c);
+        CUDA_OK(cudaMemcpy(bc[k], b, (size_t)c, cudaMemcpyHostToDevice));
+        int16_t *g = malloc((size_t)c * sizeof(int16_t));
+        for (long e = 0; e < c; ++e) g[e] = (int16_t)val(me, e, salt + 2 * k);
+        ag_in[k] = dev_alloc((size_t)c * sizeof(int16_t));
+        ag_out[k] = dev_alloc((size_t)c * n * sizeof(int16_t));
+        CUDA_OK(cudaMemcpy(ag_in[k], g, (size_t)c * sizeof(int16_t), cudaMemcpyHostToDevice));
+        free(h);
+        free(b);
+        free(g);
+    }
+    for (int k = 0; k < NB_CALLS; ++k) {
+        const int c = (int)counts[k];
+        MT_CHECK_MPI(MPI_Iallreduce(ar_in[k], ar_out[k], c, MPI_INT32_T, MPI_SUM, comm, &reqs[3 * k]));
+        MT_CHECK_MPI(MPI_Ibcast(bc[k], c, MPI_BYTE, k % n, comm, &reqs[3 * k + 1]));
+        MT_CHECK_MPI(MPI_Iallgather(ag_in[k], c, MPI_SHORT, ag_out[k], c, MPI_SHORT, comm,
+                                    &reqs[3 * k + 2]));
+    }
+    MT_CHECK_MPI(MPI_Waitall(3 * NB_CALLS, reqs, MPI_STATUSES_IGNORE));
+    for (int k = 0; k < NB_CALLS; ++k) {
+        const long c = counts[k];
+        int32_t *h = malloc((size_t)c * sizeof(int32_t));
+        unsigned char *b = malloc((size_t)c);
+        int16_t *g = malloc((size_t)c * n * sizeof(int16_t));
+        CUDA_OK(cudaMemcpy(h, ar_out[k], (size_t)c * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(b, bc[k], (size_t)c, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(g, ag_out[k], (size_t)c * n * sizeof(int16_t), cudaMemcpyDeviceToHost));
+        long bad[3] = {0, 0, 0};
+        for (long e = 0; e < c; ++e) {
+            int32_t want = 0;
+            for (int r = 0; r < n; ++r) want += (int32_t)val(r, e, salt + k);
+            bad[0] += h[e] != want;
+            bad[1] += b[e] != (unsigned char)val(k % n, e, salt);
+            for (int r = 0; r < n; ++r) bad[2] += g[r * c + e] != (int16_t)val(r, e, salt + 2 * k);
+        }
+        if (bad[0] || bad[1] || bad[2]) {
+            mt_fail(__FILE__, __LINE__,
+                    "in flight together, count %ld: iallreduce %ld, ibcast %ld, iallgather %ld wrong",
+                    c, bad[0], bad[1], bad[2]);
+        }
+        CUDA_OK(cudaFree(ar_in[k]));
+        CUDA_OK(cudaFree(ar_out[k]));
+        CUDA_OK(cudaFree(bc[k]));
+        CUDA_OK(cudaFree(ag_in[k]));
+        CUDA_OK(cudaFree(ag_out[k]));
+        free(h);
+        free(b);
+        free(g);
+    }
+
+    /* Initiation, then the application's device synchronize, then the
+     * message the other ranks wait for before they initiate. */
+    const long c = 4099;
+    int32_t *h = malloc((size_t)c * sizeof(int32_t));
+    for (long e = 0; e < c; ++e) h[e] = (int32_t)val(me, e, salt + 99);
+    int32_t *in = dev_alloc((size_t)c * sizeof(int32_t)), *out = dev_alloc((size_t)c * sizeof(int32_t));
+    CUDA_OK(cudaMemcpy(in, h, (size_t)c * sizeof(int32_t), cudaMemcpyHostToDevice));
+    MPI_Request req;
+    int token = 1;
+    if (me == 0) {
+        MT_CHECK_MPI(MPI_Iallreduce(in, out, (int)c, MPI_INT32_T, MPI_SUM, comm, &req));
+        const double t0 = MPI_Wtime();
+        CUDA_OK(cudaDeviceSynchronize());
+        const double took = MPI_Wtime() - t0;
+        if (took > 2.0) {
+            mt_fail(__FILE__, __LINE__, "cudaDeviceSynchronize after MPI_Iallreduce took %.1f s",
+                    took);
+        }
+        for (int r = 1; r < n; ++r) MT_CHECK_MPI(MPI_Send(&token, 1, MPI_INT, r, 5, comm));
+    } else {
+        MT_CHECK_MPI(MPI_Recv(&token, 1, MPI_INT, 0, 5, comm, MPI_STATUS_IGNORE));
+        MT_CHECK_MPI(MPI_Iallreduce(in, out, (int)c, MPI_INT32_T, MPI_SUM, comm, &req));
+    }
+    MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CUDA_OK(cudaMemcpy(h, out, (size_t)c * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (long e = 0; e < c; ++e) {
+        int32_t want = 0;
+        for (int r = 0; r < n; ++r) want += (int32_t)val(r, e, salt + 99);
+        bad += h[e] != want;
+    }
+    if (bad) mt_fail(__FILE__, __LINE__, "iallreduce after a late initiation: %ld wrong", bad);
+    CUDA_OK(cudaFree(in));
+    CUDA_OK(cudaFree(out));
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -166,8 +281,18 @@ int main(int argc, char **argv)
     MPI_T_pvar_session session;
     MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
     MPI_T_pvar_handle calls = coll_pvar_open(session, "coll_gpuwire_nvlink_calls", MPI_T_PVAR_CLASS_COUNTER);
+    MPI_T_pvar_handle nb_calls =
+        coll_pvar_open(session, "coll_gpuwire_nvlink_nb_calls", MPI_T_PVAR_CLASS_COUNTER);
 
     run_all(MPI_COMM_WORLD, 1);
+    /* After the blocking calls, which set the team up. */
+    check_nonblocking(MPI_COMM_WORLD, 5);
+    const unsigned long long nb_used = coll_pvar_read(session, nb_calls);
+    if (expect_nvlink && nb_used == 0) {
+        mt_fail(__FILE__, __LINE__, "no non-blocking collective ran over NVLink");
+    } else if (!expect_nvlink && nb_used != 0) {
+        mt_fail(__FILE__, __LINE__, "%llu non-blocking collectives ran over NVLink", nb_used);
+    }
     MPI_Comm split, rev;
     MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, mt_rank % 2, mt_rank, &split));
     MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, mt_size - mt_rank, &rev));
@@ -182,8 +307,12 @@ int main(int argc, char **argv)
     } else if (used != 0) {
         mt_fail(__FILE__, __LINE__, "%llu collectives ran over NVLink where none should", used);
     }
-    if (mt_rank == 0) printf("coll_nvlink: %llu collectives over NVLink on rank 0\n", used);
+    if (mt_rank == 0) {
+        printf("coll_nvlink: %llu collectives over NVLink on rank 0, %llu of them non-blocking\n",
+               used + nb_used, nb_used);
+    }
     if (calls != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_handle_free(session, &calls));
+    if (nb_calls != MPI_T_PVAR_HANDLE_NULL) MT_CHECK_MPI(MPI_T_pvar_handle_free(session, &nb_calls));
     MT_CHECK_MPI(MPI_T_pvar_session_free(&session));
     MT_CHECK_MPI(MPI_T_finalize());
     return mt_finish();
