@@ -162,9 +162,11 @@ typedef struct {
     struct gw_coll_request *nb_first, *nb_last;
 
     /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
-     * at the first call that could use it; -1 when it cannot be. */
+     * from the first call that could use it (a non-blocking one starts it,
+     * MPI's progress ends it); -1 when it cannot be. */
     int nvl_state;
     struct gw_coll_team *nvl_team;
+    struct gw_nvl_setup *nvl_setup; /* while the team is being set up */
     /* Non-blocking calls given to the team, and how many of them have been
      * launched: they launch in initiation order, each once every rank has
      * initiated it, and a blocking call waits until none is left unlaunched. */

@@ -241,7 +241,7 @@ static int component_register(void)
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nvlink_nb_calls",
                      "Non-blocking collectives on device buffers run by the NVLink kernels "
-                     "(Iallreduce, Ibcast, Iallgather; counted at initiation)",
+                     "(Iallreduce, Ibcast, Iallgather; counted at the kernel's launch)",
                      &mca_coll_gpuwire.nvlink_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("hier_calls",
                      "Allreduce, Reduce, Bcast and Allgather calls on device buffers across nodes composed "

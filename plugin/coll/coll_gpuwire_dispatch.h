@@ -142,15 +142,23 @@ int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
  * sees completion. */
 typedef struct {
     /* Moves the job on without waiting; *done when it has finished. An OMPI
-     * error code completes the request with that error. */
+     * error code completes the request with that error; GW_COLL_DECLINED
+     * (from an ordered job only, alike on every rank) runs the call staged
+     * instead, in its place among the communicator's staged calls. */
     int (*poll)(void *job, bool query, bool *done);
     /* Gives back what the job holds; called once, when it is done, failed,
-     * or never got a request. */
+     * declined, or never got a request. */
     void (*release)(void *job);
+    /* Whether an ordered job may still decline: while it may, it keeps its
+     * place in the communicator's FIFO (the staged calls initiated after it
+     * start after it). */
+    bool (*ordered)(void *job);
 } gw_coll_job_ops_t;
-/* A request of ours for a call on m run by job (coll_gpuwire_staged.c). */
+/* A request of ours for a call on m (regions r, classified) run by job;
+ * ordered: placed in the communicator's FIFO (coll_gpuwire_staged.c). */
 int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                   const gw_coll_job_ops_t *ops, void *job, ompi_request_t **request);
+                   gw_coll_region_t r[GW_REGION_COUNT], const gw_coll_job_ops_t *ops, void *job,
+                   bool ordered, ompi_request_t **request);
 
 /* The staged algorithm (coll_gpuwire_staged.c). */
 extern const gw_coll_algorithm_t gw_coll_staged;

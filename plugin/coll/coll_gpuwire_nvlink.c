@@ -42,7 +42,7 @@
 
 #define GW_NVL_MAX_TEAM 8
 
-enum { NVL_UNKNOWN = 0, NVL_READY = 1, NVL_UNUSABLE = -1 };
+enum { NVL_UNKNOWN = 0, NVL_READY = 1, NVL_SETTING_UP = 2, NVL_UNUSABLE = -1 };
 
 static size_t type_bytes(struct ompi_datatype_t *dt, int count)
 {
@@ -99,13 +99,6 @@ static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_
     }
 }
 
-void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
-{
-    if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
-    m->nvl_team = NULL;
-    m->nvl_state = NVL_UNKNOWN;
-}
-
 static int host_allgather(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm,
                           const void *mine, void *all, int bytes)
 {
@@ -121,56 +114,205 @@ static int all_agree(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *c
                                  m->previous_allreduce_module);
 }
 
-/* Sets the team up, collectively; NVL_READY or NVL_UNUSABLE in m->nvl_state,
- * the same on every rank. An error return is an MPI error of the host
- * exchange itself. */
-static int team_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm, int gpu)
+/* Setting a team up, collectively, without blocking: each rank opens its
+ * side (local), sends its description to every other rank and posts a
+ * receive for each of theirs; once they have come, it maps the peers'
+ * workspaces (local) and sends every other rank whether it could, and once
+ * every rank's answer has come, every rank knows alike whether the team is
+ * usable. The messages go point-to-point on the communicator with a tag of
+ * their own (GW_NVL_TAG_SETUP: descriptions, then answers, in that order
+ * from every rank), so no other collective's messages can meet their
+ * receives whenever they are sent. A blocking call drives it to the end
+ * itself; a non-blocking one leaves it to MPI's progress (its request's
+ * polls), so that initiation never waits for another rank. */
+typedef struct gw_nvl_setup {
+    gw_coll_team_t *team; /* NULL: this rank cannot take part */
+    int gpu, n, me, phase; /* 1: descriptions coming, 2: answers coming */
+    int ok;                /* this rank's answer */
+    char why[256];
+    char *descs;           /* every rank's description, rank order */
+    int answers[GW_NVL_MAX_TEAM];
+    uint32_t ids[GW_NVL_MAX_TEAM];
+    /* [0]: the descriptions' receives and sends; [1]: the answers'. */
+    int nreqs[2];
+    ompi_request_t *reqs[2][2 * GW_NVL_MAX_TEAM];
+} gw_nvl_setup_t;
+
+/* Tags no other component uses on a communicator (coll's start at -10,
+ * MPI_ANY_TAG is -1) and within the 24 bits of pml gpuwire's tag field. */
+enum { GW_NVL_TAG_SETUP = -7, GW_NVL_TAG_ARRIVE = -8 };
+
+static void setup_free(gw_nvl_setup_t *st)
+{
+    if (NULL == st) return;
+    for (int k = 0; k < 2; ++k) {
+        for (int i = 0; i < st->nreqs[k]; ++i) {
+            if (MPI_REQUEST_NULL != st->reqs[k][i]) ompi_request_free(&st->reqs[k][i]);
+        }
+    }
+    if (NULL != st->team) gw_coll_team_close(st->team);
+    free(st->descs);
+    free(st);
+}
+
+void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
+{
+    setup_free(m->nvl_setup);
+    m->nvl_setup = NULL;
+    if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
+    m->nvl_team = NULL;
+    m->nvl_state = NVL_UNKNOWN;
+}
+
+/* Posts one set-up message of group k (0 descriptions, 1 answers). */
+static int post(gw_nvl_setup_t *st, int k, bool send, void *buf, int bytes, int peer,
+                struct ompi_communicator_t *comm)
+{
+    ompi_request_t **r = &st->reqs[k][st->nreqs[k]];
+    *r = MPI_REQUEST_NULL;
+    int rc = send ? MCA_PML_CALL(isend(buf, bytes, MPI_BYTE, peer, GW_NVL_TAG_SETUP,
+                                       MCA_PML_BASE_SEND_STANDARD, comm, r))
+                  : MCA_PML_CALL(irecv(buf, bytes, MPI_BYTE, peer, GW_NVL_TAG_SETUP, comm, r));
+    if (OMPI_SUCCESS == rc) ++st->nreqs[k];
+    return rc;
+}
+
+/* Whether every message of group k has completed; an error of one in *err. */
+static bool setup_reqs_done(const gw_nvl_setup_t *st, int k, int *err)
+{
+    for (int i = 0; i < st->nreqs[k]; ++i) {
+        if (!REQUEST_COMPLETE(st->reqs[k][i])) return false;
+        const int e = st->reqs[k][i]->req_status.MPI_ERROR;
+        if (MPI_SUCCESS != e) *err = e;
+    }
+    return true;
+}
+
+/* Starts setting the communicator's team up: NVL_SETTING_UP, or
+ * NVL_UNUSABLE at once where the communicator cannot have a team (ranks on
+ * other nodes: the same answer on every rank, nothing exchanged). */
+static int setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm, int gpu)
 {
     const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
-    uint32_t ids[GW_NVL_MAX_TEAM];
     bool local = true;
     for (int r = 0; r < n; ++r) {
         ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
         local = local && NULL != p && OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags);
-        ids[r] = NULL != p ? (uint32_t)p->super.proc_name.vpid : 0;
     }
     if (!local || NULL == m->previous_allgather || NULL == m->previous_allreduce) {
-        /* Locality is the same on every rank: nobody exchanges anything. */
         COLL_GPUWIRE_VERBOSE(10, "NVLink: %s spans more than this node: not used",
                              comm->c_name);
         m->nvl_state = NVL_UNUSABLE;
         return OMPI_SUCCESS;
     }
-    char why[256] = "";
-    char mine[GW_COLL_TEAM_DESC_BYTES];
-    char *all = malloc((size_t)n * GW_COLL_TEAM_DESC_BYTES);
-    if (NULL == all) return OMPI_ERR_OUT_OF_RESOURCE;
-    size_t slot = (mca_coll_gpuwire.nvlink_oneshot_bytes + 255) / 256 * 256;
-    gw_coll_team_t *team = NULL;
-    int ok = 0 == gw_coll_team_open(gpu, me, n, slot, (double)mca_coll_gpuwire.nvlink_timeout,
-                                    &team, mine, why, sizeof(why));
-    int rc = host_allgather(m, comm, mine, all, GW_COLL_TEAM_DESC_BYTES);
-    if (OMPI_SUCCESS == rc && ok) {
-        ok = 0 == gw_coll_team_connect(team, all, ids, mca_coll_gpuwire.nvlink_shared_gpu, why,
-                                       sizeof(why));
+    gw_nvl_setup_t *st = calloc(1, sizeof(*st));
+    char *descs = malloc((size_t)n * GW_COLL_TEAM_DESC_BYTES);
+    if (NULL == st || NULL == descs) {
+        free(st);
+        free(descs);
+        return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    free(all);
-    int all_ok = 0;
-    if (OMPI_SUCCESS == rc) rc = all_agree(m, comm, ok, &all_ok);
-    if (OMPI_SUCCESS != rc || !all_ok) {
-        if (OMPI_SUCCESS == rc) {
-            COLL_GPUWIRE_VERBOSE(1, "NVLink: not used on %s: %s", comm->c_name,
-                                 ok ? "another rank could not take part" : why);
-        }
-        gw_coll_team_close(team);
+    st->descs = descs;
+    st->gpu = gpu;
+    st->n = n;
+    st->me = me;
+    st->phase = 1;
+    for (int r = 0; r < n; ++r) {
+        ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        st->ids[r] = (uint32_t)p->super.proc_name.vpid;
+    }
+    const size_t slot = (mca_coll_gpuwire.nvlink_oneshot_bytes + 255) / 256 * 256;
+    char *mine = descs + (size_t)me * GW_COLL_TEAM_DESC_BYTES;
+    /* On failure the description still goes out: it tells the others this
+     * rank cannot take part. */
+    st->ok = 0 == gw_coll_team_open(gpu, me, n, slot, (double)mca_coll_gpuwire.nvlink_timeout,
+                                    &st->team, mine, st->why, sizeof(st->why));
+    int rc = OMPI_SUCCESS;
+    /* Per peer, the description's receive before the answer's: the peer
+     * sends them in that order on the one tag. */
+    for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
+        if (q == me) continue;
+        rc = post(st, 0, false, descs + (size_t)q * GW_COLL_TEAM_DESC_BYTES,
+                  GW_COLL_TEAM_DESC_BYTES, q, comm);
+        if (OMPI_SUCCESS == rc) rc = post(st, 1, false, &st->answers[q], (int)sizeof(int), q, comm);
+        if (OMPI_SUCCESS == rc) rc = post(st, 0, true, mine, GW_COLL_TEAM_DESC_BYTES, q, comm);
+    }
+    m->nvl_setup = st;
+    m->nvl_state = NVL_SETTING_UP;
+    if (OMPI_SUCCESS != rc) {
+        /* The others wait for what this rank could not send: an MPI error. */
+        opal_output(0, "coll:gpuwire: NVLink team of %s: posting the set-up messages failed (%d)",
+                    comm->c_name, rc);
+        gw_coll_nvlink_release(m);
         m->nvl_state = NVL_UNUSABLE;
-        return rc;
     }
-    m->nvl_team = team;
-    m->nvl_state = NVL_READY;
+    return rc;
+}
+
+/* Moves the set-up on without waiting; at its end m->nvl_state is
+ * NVL_READY or NVL_UNUSABLE, the same on every rank. */
+static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    gw_nvl_setup_t *st = m->nvl_setup;
+    int err = MPI_SUCCESS;
+    if (NULL == st) return;
+    if (1 == st->phase) {
+        if (!setup_reqs_done(st, 0, &err)) return;
+        /* Every description is here. A failed message makes this rank
+         * answer no, so every rank still decides alike. */
+        if (MPI_SUCCESS != err) {
+            st->ok = 0;
+            snprintf(st->why, sizeof(st->why), "a description's message failed (MPI error %d)",
+                     err);
+            err = MPI_SUCCESS;
+        }
+        if (st->ok) {
+            st->ok = 0 == gw_coll_team_connect(st->team, st->descs, st->ids,
+                                               mca_coll_gpuwire.nvlink_shared_gpu, st->why,
+                                               sizeof(st->why));
+        }
+        st->answers[st->me] = st->ok;
+        st->phase = 2;
+        int rc = OMPI_SUCCESS;
+        for (int q = 0; q < st->n && OMPI_SUCCESS == rc; ++q) {
+            if (q != st->me) rc = post(st, 1, true, &st->answers[st->me], (int)sizeof(int), q, comm);
+        }
+        if (OMPI_SUCCESS != rc) err = MPI_ERR_OTHER;
+    }
+    if (MPI_SUCCESS == err && !setup_reqs_done(st, 1, &err)) return;
+    bool all_ok = MPI_SUCCESS == err;
+    for (int q = 0; q < st->n; ++q) all_ok = all_ok && 0 != st->answers[q];
+    if (!all_ok) {
+        if (MPI_SUCCESS != err) {
+            opal_output(0, "coll:gpuwire: NVLink team of %s: a set-up message failed (MPI "
+                        "error %d); not used", comm->c_name, err);
+        } else {
+            COLL_GPUWIRE_VERBOSE(1, "NVLink: not used on %s: %s", comm->c_name,
+                                 st->ok ? "another rank could not take part" : st->why);
+        }
+        gw_coll_nvlink_release(m);
+        m->nvl_state = NVL_UNUSABLE;
+        return;
+    }
+    m->nvl_team = st->team;
+    st->team = NULL;
     COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes)",
-                         n, comm->c_name, gpu, slot);
-    return OMPI_SUCCESS;
+                         st->n, comm->c_name, st->gpu, gw_coll_team_slot_bytes(m->nvl_team));
+    setup_free(st);
+    m->nvl_setup = NULL;
+    m->nvl_state = NVL_READY;
+}
+
+/* Sets the team up and waits for the end (blocking calls: no request of
+ * this communicator is setting it up, so the set-up is driven here). */
+static int team_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm, int gpu)
+{
+    int rc = setup_start(m, comm, gpu);
+    while (OMPI_SUCCESS == rc && NVL_SETTING_UP == m->nvl_state) {
+        setup_progress(m, comm);
+        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
+    }
+    return rc;
 }
 
 /* Where the call's bytes are on this rank. */
@@ -232,11 +374,20 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     struct ompi_communicator_t *comm = a->comm;
     const int gpu = gw_coll_regions_gpu(r);
     if (NULL != request) {
-        /* Setting a team up is a blocking exchange, which an initiation must
-         * not make: the non-blocking forms use the team a blocking call has
-         * set up (the state is the same on every rank). */
-        if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
+        /* The first call starts setting the team up and goes on from MPI's
+         * progress; so do the calls initiated before that ends. */
+        if (NVL_UNKNOWN == m->nvl_state) {
+            int rc = setup_start(m, comm, gpu < 0 ? 0 : gpu);
+            if (OMPI_SUCCESS != rc) return rc;
+        }
+        if (NVL_UNUSABLE == m->nvl_state) return GW_COLL_DECLINED;
         return nvlink_start(m, a, r, request);
+    }
+    /* A set-up that non-blocking calls started ends first (they have their
+     * places in the team's order already). */
+    while (NVL_SETTING_UP == m->nvl_state) {
+        setup_progress(m, comm);
+        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
     if (NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
@@ -371,32 +522,35 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
  * at its barrier until the others' kernels arrive, and meanwhile the
  * application's cudaDeviceSynchronize does not return, so a rank that
  * initiates, synchronizes its device and only then sends what another rank
- * waits for before initiating would hang. Initiation therefore copies in
- * what needs a temporary, sends a zero-byte arrival message to every other
- * rank and posts a receive for each of theirs, and returns. From MPI's
- * progress, the call launches once every arrival has come and every earlier
- * call of the team has launched, then completes when the stream's ticket is
- * reached (and its temporaries are copied back).
+ * waits for before initiating would hang. Initiation therefore sends a
+ * zero-byte arrival message to every other rank and posts a receive for
+ * each of theirs (tag GW_NVL_TAG_ARRIVE, in initiation order on every rank),
+ * and returns. From MPI's progress, the call launches once every arrival has
+ * come and every earlier call of the team has launched (its temporaries
+ * copied in first), then completes when the stream's ticket is reached and
+ * its temporaries are copied back.
  *
- * The arrivals use the collective's own tag (gw_coll_tag) on the
- * communicator. Every other user of that tag there (the blocking algorithms
- * over point-to-point) posts its receives inside its call, from named
- * sources, in the same order on every rank; the pml matches messages of one
- * source and tag in order, so each arrival meets the receive posted for it.
+ * A communicator's first call starts setting its team up (above) instead of
+ * waiting for it. The calls initiated until that ends keep their places in
+ * the communicator's FIFO of staged calls (gw_coll_nb_job, ordered): where
+ * the team turns out unusable, every rank runs them staged, in their turn;
+ * where it is ready, they take their places in the team's order, in
+ * initiation order.
  * ------------------------------------------------------------------------ */
 
 typedef struct {
     mca_coll_gpuwire_module_t *m;
-    gw_coll_team_call_t c;
+    gw_coll_args_t args;
     gw_coll_region_t r[GW_REGION_COUNT];
+    gw_coll_team_call_t c;
     gw_coll_temps_t tmp;
-    uint64_t order; /* 1 + how many of the team's non-blocking calls came before */
+    uint64_t order; /* 1 + how many of the team's non-blocking calls were initiated before */
     uint64_t ticket;
     bool launched;
-    gw_coll_id_t id;
     int nreqs;
     ompi_request_t *reqs[2 * GW_NVL_MAX_TEAM]; /* the arrivals: receives, then sends */
 } nvl_job_t;
+
 
 static void nvl_job_release(void *p)
 {
@@ -410,17 +564,49 @@ static void nvl_job_release(void *p)
 
 static int nvl_job_failed(nvl_job_t *j, const char *why)
 {
-    opal_output(0, "coll:gpuwire: i%s over NVLink: %s", gw_coll_name(j->id), why);
+    opal_output(0, "coll:gpuwire: i%s over NVLink: %s", gw_coll_name(j->args.id), why);
     return OMPI_ERROR;
+}
+
+/* Copies in what needs a temporary and launches the call. */
+static int nvl_job_launch(nvl_job_t *j)
+{
+    char why[256] = "";
+    for (int i = 0; i < j->nreqs; ++i) {
+        const int err = j->reqs[i]->req_status.MPI_ERROR;
+        if (MPI_SUCCESS != err) {
+            snprintf(why, sizeof(why), "an arrival message failed (MPI error %d)", err);
+            return nvl_job_failed(j, why);
+        }
+    }
+    place_t p;
+    place_of(&j->args, j->r, &p);
+    if (0 != gw_coll_temps_in(j->r, gw_coll_team_gpu(j->m->nvl_team), &j->tmp, why,
+                              sizeof(why))) {
+        return nvl_job_failed(j, why);
+    }
+    relocate(&p, j->r, &j->tmp);
+    j->c = team_call_of(&j->args, &p);
+    if (0 != gw_coll_team_start(j->m->nvl_team, &j->c, &j->ticket, why, sizeof(why))) {
+        return nvl_job_failed(j, why);
+    }
+    return OMPI_SUCCESS;
 }
 
 static int nvl_job_poll(void *p, bool query, bool *done)
 {
     nvl_job_t *j = p;
+    mca_coll_gpuwire_module_t *m = j->m;
     char why[256] = "";
     *done = false;
+    if (NVL_SETTING_UP == m->nvl_state) {
+        setup_progress(m, j->args.comm);
+        if (NVL_SETTING_UP == m->nvl_state) return OMPI_SUCCESS;
+    }
+    /* Every rank found the team unusable: the call runs staged instead. */
+    if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
     if (!j->launched) {
-        if (__atomic_load_n(&j->m->nvl_nb_launched, __ATOMIC_ACQUIRE) + 1 != j->order) {
+        if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) + 1 != j->order) {
             return OMPI_SUCCESS;
         }
         for (int i = 0; i < j->nreqs; ++i) {
@@ -428,24 +614,17 @@ static int nvl_job_poll(void *p, bool query, bool *done)
         }
         /* Launched or failed, it no longer holds the later calls back. */
         j->launched = true;
-        __atomic_fetch_add(&j->m->nvl_nb_launched, 1, __ATOMIC_RELEASE);
-        for (int i = 0; i < j->nreqs; ++i) {
-            const int err = j->reqs[i]->req_status.MPI_ERROR;
-            if (MPI_SUCCESS != err) {
-                snprintf(why, sizeof(why), "an arrival message failed (MPI error %d)", err);
-                return nvl_job_failed(j, why);
-            }
-        }
-        if (0 != gw_coll_team_start(j->m->nvl_team, &j->c, &j->ticket, why, sizeof(why))) {
-            return nvl_job_failed(j, why);
-        }
+        __atomic_fetch_add(&m->nvl_nb_launched, 1, __ATOMIC_RELEASE);
+        const int rc = nvl_job_launch(j);
+        if (OMPI_SUCCESS != rc) return rc;
+        __atomic_fetch_add(&mca_coll_gpuwire.nvlink_nb_calls, 1, __ATOMIC_RELAXED);
     }
     bool finished = false;
-    if (0 != gw_coll_team_done(j->m->nvl_team, j->ticket, query, &finished, why, sizeof(why))) {
+    if (0 != gw_coll_team_done(m->nvl_team, j->ticket, query, &finished, why, sizeof(why))) {
         return nvl_job_failed(j, why);
     }
     if (!finished) return OMPI_SUCCESS;
-    if (0 != gw_coll_temps_out(j->r, gw_coll_team_gpu(j->m->nvl_team), &j->tmp, why,
+    if (0 != gw_coll_temps_out(j->r, gw_coll_team_gpu(m->nvl_team), &j->tmp, why,
                                sizeof(why))) {
         return nvl_job_failed(j, why);
     }
@@ -453,43 +632,40 @@ static int nvl_job_poll(void *p, bool query, bool *done)
     return OMPI_SUCCESS;
 }
 
-static const gw_coll_job_ops_t nvl_job_ops = {nvl_job_poll, nvl_job_release};
+/* A call initiated while the team is being set up may still run staged: it
+ * keeps its place among the communicator's staged calls until then. */
+static bool nvl_job_ordered(void *p)
+{
+    const nvl_job_t *j = p;
+    return NVL_SETTING_UP == j->m->nvl_state;
+}
+
+static const gw_coll_job_ops_t nvl_job_ops = {nvl_job_poll, nvl_job_release, nvl_job_ordered};
 
 static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                         gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
     struct ompi_communicator_t *comm = a->comm;
-    char why[256] = "";
     nvl_job_t *j = calloc(1, sizeof(*j));
     if (NULL == j) return OMPI_ERR_OUT_OF_RESOURCE;
     j->m = m;
-    j->id = a->id;
+    j->args = *a;
     memcpy(j->r, r, sizeof(j->r));
-    place_t p;
-    place_of(a, r, &p);
-    /* Only this rank knows of a failure here: the others' calls wait for
-     * its arrival, which never comes, and the team's next blocking call
-     * waits for them. */
-    if (0 != gw_coll_temps_in(r, gw_coll_team_gpu(m->nvl_team), &j->tmp, why, sizeof(why))) {
-        free(j);
-        opal_output(0, "coll:gpuwire: i%s over NVLink: %s", gw_coll_name(a->id), why);
-        return OMPI_ERROR;
-    }
-    relocate(&p, r, &j->tmp);
-    j->c = team_call_of(a, &p);
-    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm), tag = gw_coll_tag(a->id);
+    /* The arrivals, posted at initiation on their own tag, so every rank
+     * posts and sends them in initiation order. */
+    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     int rc = OMPI_SUCCESS;
     for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
         if (q == me) continue;
         j->reqs[j->nreqs] = MPI_REQUEST_NULL;
-        rc = MCA_PML_CALL(irecv(NULL, 0, MPI_BYTE, q, tag, comm, &j->reqs[j->nreqs]));
+        rc = MCA_PML_CALL(irecv(NULL, 0, MPI_BYTE, q, GW_NVL_TAG_ARRIVE, comm, &j->reqs[j->nreqs]));
         if (OMPI_SUCCESS == rc) ++j->nreqs;
     }
     for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
         if (q == me) continue;
         j->reqs[j->nreqs] = MPI_REQUEST_NULL;
-        rc = MCA_PML_CALL(isend(NULL, 0, MPI_BYTE, q, tag, MCA_PML_BASE_SEND_STANDARD, comm,
-                                &j->reqs[j->nreqs]));
+        rc = MCA_PML_CALL(isend(NULL, 0, MPI_BYTE, q, GW_NVL_TAG_ARRIVE,
+                                MCA_PML_BASE_SEND_STANDARD, comm, &j->reqs[j->nreqs]));
         if (OMPI_SUCCESS == rc) ++j->nreqs;
     }
     if (OMPI_SUCCESS != rc) {
@@ -498,16 +674,17 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_name(a->id), rc);
         return rc;
     }
-    j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
-    const uint64_t order = j->order;
-    rc = gw_coll_nb_job(m, a, &nvl_job_ops, j, request); /* j is the request's now */
+    /* Its place in the team's order: if the set-up under way ends with no
+     * team, no call launches, and the blocking ones never look again. */
+    const bool ready = NVL_READY == m->nvl_state;
+    const uint64_t order = j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
+    rc = gw_coll_nb_job(m, a, r, &nvl_job_ops, j, !ready, request); /* j is the request's now */
     if (OMPI_SUCCESS != rc) {
         /* The newest of the team's calls (collectives on one communicator
          * are initiated one at a time): its place goes back. */
         __atomic_store_n(&m->nvl_nb_issued, order - 1, __ATOMIC_RELEASE);
         return rc;
     }
-    __atomic_fetch_add(&mca_coll_gpuwire.nvlink_nb_calls, 1, __ATOMIC_RELAXED);
     return OMPI_SUCCESS;
 }
 

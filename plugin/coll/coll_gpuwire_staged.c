@@ -23,8 +23,11 @@
  *   FAILED     an error before the start: leaves the order in its turn and
  *              completes with the error
  *   JOB        an algorithm's own non-blocking steps (the NVLink kernels,
- *              gw_coll_nb_job): polled until they say done; outside the
- *              FIFO, since no previous module's collective starts
+ *              gw_coll_nb_job): polled until they say done. Outside the
+ *              FIFO, since no previous module's collective starts, unless
+ *              the job may still decline (ordered): it then keeps its place
+ *              until it is the head and no longer may; one that declines
+ *              is staged (COPY_IN or READY) in its place
  *
  * Tickets are one load each (TrackedStream); CUDA is asked only now and then,
  * for a stream that failed. The CPU never touches device memory.
@@ -243,6 +246,8 @@ typedef struct gw_coll_request {
     gw_staging_t st;
     const gw_coll_job_ops_t *job_ops; /* GW_REQ_JOB: the algorithm's steps */
     void *job;                        /* and its state, until job_release */
+    gw_coll_region_t r[GW_REGION_COUNT]; /* GW_REQ_JOB: the call's, for staging it instead */
+    bool in_fifo;                     /* GW_REQ_JOB: in the module's FIFO */
     gw_req_state_t state;
     int error; /* MPI error code */
     unsigned polls;
@@ -336,6 +341,19 @@ static int request_start(gw_coll_request_t *req)
     return gw_coll_call_previous(req->module, &req->args, req->sbuf, req->rbuf, &req->inner);
 }
 
+/* Stages req's call: queues the copies in of regions r and points the
+ * previous module at the host copies; COPY_IN or READY. */
+static int request_stage(gw_coll_request_t *req, gw_coll_region_t r[GW_REGION_COUNT])
+{
+    int rc = stage_in_start(r, &req->st);
+    if (OMPI_SUCCESS != rc) return rc;
+    count_staged(&req->st);
+    req->sbuf = host_view(&req->st, GW_REGION_SEND, req->args.sbuf);
+    req->rbuf = host_view(&req->st, GW_REGION_RECV, req->args.rbuf);
+    req->state = any_queued(&req->st) ? GW_REQ_COPY_IN : GW_REQ_READY;
+    return OMPI_SUCCESS;
+}
+
 /* The module's FIFO of requests not started; under requests.lock. The head
  * is also read without the lock (gw_coll_nb_passthrough, request_enqueue):
  * only the thread initiating on the communicator makes it non-NULL. */
@@ -417,11 +435,33 @@ static bool request_advance(gw_coll_request_t *req)
             return done;
         case GW_REQ_JOB: {
             const int rc = req->job_ops->poll(req->job, query, &done);
-            if (OMPI_SUCCESS != rc) {
-                req->error = ompi_errcode_get_mpi_code(rc);
-                return true;
+            if (GW_COLL_DECLINED == rc && req->in_fifo) {
+                /* Staged in its place in the order (READY or COPY_IN pop it
+                 * there; in_fifo is the JOB state's). */
+                job_release(req);
+                req->in_fifo = false;
+                if (OMPI_SUCCESS != request_stage(req, req->r)) {
+                    req->error = MPI_ERR_OTHER;
+                    req->state = GW_REQ_FAILED;
+                }
+                continue;
             }
-            return done;
+            if (OMPI_SUCCESS != rc) {
+                req->error = ompi_errcode_get_mpi_code(GW_COLL_DECLINED == rc ? OMPI_ERROR : rc);
+                if (!req->in_fifo) return true;
+                /* Completes with the error once it leaves the order in its
+                 * turn (FAILED; in_fifo is the JOB state's). */
+                job_release(req);
+                req->in_fifo = false;
+                req->state = GW_REQ_FAILED;
+                continue;
+            }
+            if (req->in_fifo && req->module->nb_first == req && !req->job_ops->ordered(req->job)) {
+                order_pop(req->module);
+                req->in_fifo = false;
+            }
+            /* A request leaves the pending list only out of the FIFO. */
+            return done && !req->in_fifo;
         }
         }
         return false;
@@ -550,7 +590,8 @@ static int request_enqueue(gw_coll_request_t *req, ompi_request_t **request)
 }
 
 int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                   const gw_coll_job_ops_t *ops, void *job, ompi_request_t **request)
+                   gw_coll_region_t r[GW_REGION_COUNT], const gw_coll_job_ops_t *ops, void *job,
+                   bool ordered, ompi_request_t **request)
 {
     gw_coll_request_t *req = request_new(m, a);
     if (NULL == req) {
@@ -559,8 +600,11 @@ int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     req->job_ops = ops;
     req->job = job;
+    memcpy(req->r, r, sizeof(req->r));
+    req->in_fifo = ordered;
     req->state = GW_REQ_JOB;
-    request_pend(req, false);
+    if (ordered) __atomic_fetch_add(&mca_coll_gpuwire.nb_deferred_starts, 1, __ATOMIC_RELAXED);
+    request_pend(req, ordered);
     *request = req->mpi;
     return OMPI_SUCCESS;
 }
@@ -581,15 +625,11 @@ static int staged_nonblocking(mca_coll_gpuwire_module_t *m, const gw_coll_args_t
 {
     gw_coll_request_t *req = request_new(m, a);
     if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
-    int rc = stage_in_start(r, &req->st);
+    int rc = request_stage(req, r);
     if (OMPI_SUCCESS != rc) {
         request_release(req);
         return rc;
     }
-    count_staged(&req->st);
-    req->sbuf = host_view(&req->st, GW_REGION_SEND, a->sbuf);
-    req->rbuf = host_view(&req->st, GW_REGION_RECV, a->rbuf);
-    req->state = any_queued(&req->st) ? GW_REQ_COPY_IN : GW_REQ_READY;
     return request_enqueue(req, request);
 }
 

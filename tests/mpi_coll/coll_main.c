@@ -148,6 +148,21 @@ int main(int argc, char **argv)
         }
     }
 
+    /* Non-blocking calls first, on a fresh communicator: a team of the
+     * NVLink kernels (where one can exist) is set up from their progress,
+     * with staged calls initiated in between; with
+     * GW_TEST_EXPECT_COLL_PVAR_NB, its counter must count there. */
+    MPI_Comm fresh;
+    MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    const unsigned long long nb_was = nb_counter != counter ? coll_pvar_read(session, nb_counter) : 0;
+    case_initiation_does_not_wait(fresh);
+    case_many_in_flight(fresh);
+    if (nb_counter != counter && coll_pvar_read(session, nb_counter) == nb_was) {
+        mt_fail(__FILE__, __LINE__, "non-blocking calls first on a fresh communicator: %s did "
+                "not count on rank %d", expect_nb, mt_rank);
+    }
+    MT_CHECK_MPI(MPI_Comm_free(&fresh));
+
     run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD", check_in);
 
     /* Halves in reversed order: rank 0 of the sub-communicator is the

@@ -7,8 +7,10 @@
  * coll_gpuwire_nvlink_calls must grow; with ranks sharing a GPU (or
  * coll_gpuwire_nvlink 0) it must stay 0 and every result must still be right
  * (the communicator's calls go to the algorithms over point-to-point).
- * Then the non-blocking forms (check_nonblocking), with
- * coll_gpuwire_nvlink_nb_calls growing or staying 0 alike.
+ * The non-blocking forms (check_nonblocking) run first on a fresh
+ * communicator (its team set up from their progress) and again after the
+ * blocking calls, with coll_gpuwire_nvlink_nb_calls growing or staying 0
+ * alike.
  * GW_TEST_SAME_GPU=1 puts every rank on GPU 0; with
  * coll_gpuwire_nvlink_shared_gpu 1 they still form a team (expect-nvlink).
  *   argv[1]: "expect-nvlink" or "expect-fallback"
@@ -284,6 +286,12 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle nb_calls =
         coll_pvar_open(session, "coll_gpuwire_nvlink_nb_calls", MPI_T_PVAR_CLASS_COUNTER);
 
+    /* Non-blocking calls first on a fresh communicator: its team is set up
+     * from their progress. */
+    MPI_Comm fresh;
+    MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    check_nonblocking(fresh, 3);
+    MT_CHECK_MPI(MPI_Comm_free(&fresh));
     run_all(MPI_COMM_WORLD, 1);
     /* After the blocking calls, which set the team up. */
     check_nonblocking(MPI_COMM_WORLD, 5);
