@@ -80,28 +80,30 @@ void gw_engine_address(const gw_engine_t *engine, const void **addr, size_t *len
 
 int gw_engine_progress(gw_engine_t *engine) { return engine->impl->progress(); }
 
+// Tags enter the engine folded into the wire's field (wire.hpp, fold_tag),
+// so the engine's own queues match exactly what UCX matches.
 gw_status_t gw_isend(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint32_t ctx,
                      int32_t my_rank, int32_t tag, const void *buf, size_t len, unsigned flags)
 {
-    return engine->impl->isend(req, peer, ctx, my_rank, tag, buf, len, flags);
+    return engine->impl->isend(req, peer, ctx, my_rank, gpuwire::engine::fold_tag(tag), buf, len, flags);
 }
 
 gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32_t source,
                      int32_t tag, void *buf, size_t cap)
 {
-    return engine->impl->irecv(req, ctx, source, tag, buf, cap);
+    return engine->impl->irecv(req, ctx, source, gpuwire::engine::fold_tag(tag), buf, cap);
 }
 
 int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
               gw_probe_info_t *info)
 {
-    return engine->impl->iprobe(ctx, source, tag, info);
+    return engine->impl->iprobe(ctx, source, gpuwire::engine::fold_tag(tag), info);
 }
 
 int gw_improbe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
                gw_probe_info_t *info, gw_message_t **msg)
 {
-    return engine->impl->improbe(ctx, source, tag, info, msg);
+    return engine->impl->improbe(ctx, source, gpuwire::engine::fold_tag(tag), info, msg);
 }
 
 gw_status_t gw_imrecv(gw_engine_t *engine, gw_request_t *req, gw_message_t *msg, void *buf,

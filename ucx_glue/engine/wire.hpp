@@ -13,7 +13,8 @@
 //   ctx      communicator context id       (< 2^19, checked by the caller)
 //   src_rank sender's rank in that context (< 2^20)
 //   tag      MPI tag; negative tags are Open MPI's internal ones. A receive
-//            for any tag matches only tags whose bit 23 is clear.
+//            for any tag matches only tags whose bit 23 is clear. Internal
+//            tags below the field's range fold back into it (fold_tag).
 //
 // A receive never masks D: device descriptors and host payloads of one
 // sender are matched in the one order UCX keeps per endpoint, which is MPI's
@@ -57,8 +58,28 @@ constexpr int32_t kMaxRank = (1 << kRankBits) - 1;
 constexpr int32_t kMaxTag = (1 << (kTagBits - 1)) - 1;
 static_assert(kTagBits + kRankBits + kCtxBits == 63);
 
+// Open MPI's internal tags reach far below the field: libnbc gives each
+// non-blocking collective of a communicator the next tag down from -27 to
+// -INT_MAX/2 before it starts again, so after 2^23 of them its tags would
+// lose their high bits, and a truncated tag can read as a user's (bit 23
+// clear: an MPI_ANY_TAG receive takes it). Tags below the field's range fold
+// back onto [kMinTag, kFoldTop], below every fixed internal tag (coll's
+// blocking tags, the communicator's CID agreement near -31080). Two tags
+// 2^23 - 2^16 apart then share a value, which matters only for two of
+// libnbc's collectives that many calls apart in flight at once on one
+// communicator.
+constexpr int32_t kMinTag = -(1 << (kTagBits - 1));
+constexpr int32_t kFoldTop = -(1 << 16);
+constexpr int32_t fold_tag(int32_t tag)
+{
+    if (tag >= kMinTag) return tag;
+    const int64_t span = int64_t(kFoldTop) - kMinTag + 1;
+    return int32_t(kFoldTop - (int64_t(kFoldTop) - tag) % span);
+}
+
 constexpr uint64_t make_send_tag(uint32_t ctx, int32_t rank, int32_t tag)
 {
+    tag = fold_tag(tag); // the engine's entry points fold already: a no-op then
     return (uint64_t(ctx) << (kTagBits + kRankBits)) |
            (uint64_t(uint32_t(rank)) << kTagBits & kRankMask) | (uint64_t(uint32_t(tag)) & kTagMask);
 }
@@ -76,7 +97,7 @@ constexpr void make_recv_tag(uint32_t ctx, int32_t source, int32_t tag, bool any
     if (any_tag) {
         out_mask |= kTagSignBit; // tag >= 0
     } else {
-        out_tag |= uint64_t(uint32_t(tag)) & kTagMask;
+        out_tag |= uint64_t(uint32_t(fold_tag(tag))) & kTagMask;
         out_mask |= kTagMask;
     }
 }

@@ -2,6 +2,9 @@
 #include "gw_catch.hpp"
 
 #include "engine/matching.hpp"
+#include "engine/wire.hpp"
+
+#include <climits>
 
 using namespace gpuwire::engine;
 
@@ -84,4 +87,39 @@ TEST_CASE("removing from the middle keeps the order of the rest", "[matching]")
     std::vector<int> order;
     while (Posted *x = q.pop_front()) order.push_back(x->id);
     CHECK(order == std::vector<int>{0, 1, 3, 4});
+}
+
+TEST_CASE("internal tags below the UCX tag field fold back into its negative range", "[matching]")
+{
+    // Inside the field: unchanged, user and internal tags alike.
+    for (int32_t t : {0, 7, kMaxTag, -1, -27, -31080, kFoldTop, kMinTag}) CHECK(fold_tag(t) == t);
+    // libnbc's tags run from -27 down to -INT_MAX/2 + 1.
+    const int32_t lowest = -(INT_MAX / 2) + 1;
+    const int64_t span = int64_t(kFoldTop) - kMinTag + 1;
+    for (int64_t t : {int64_t(kMinTag) - 1, int64_t(kMinTag) - 2, int64_t(kMinTag) - span,
+                      int64_t(kMinTag) - span - 1, int64_t(lowest), int64_t(INT_MIN)}) {
+        const int32_t f = fold_tag(int32_t(t));
+        CHECK(f >= kMinTag);
+        CHECK(f <= kFoldTop);
+        // Consecutive tags stay distinct after the fold.
+        CHECK(fold_tag(int32_t(t) + 1) != f);
+    }
+    CHECK(fold_tag(kMinTag - 1) == kFoldTop);
+    CHECK(fold_tag(int32_t(int64_t(kMinTag) - span)) == kMinTag);
+    // On the wire: a send and a receive of the same low tag meet, a receive
+    // for any tag never takes it, and it differs from every small tag.
+    for (int32_t t : {kMinTag - 1, lowest, lowest + 12345, kMinTag - 40000}) {
+        const uint64_t sent = make_send_tag(3, 1, t);
+        uint64_t want = 0, mask = 0;
+        make_recv_tag(3, 1, t, false, want, mask);
+        CHECK(((sent ^ want) & mask) == 0);
+        make_recv_tag(3, -1, 0, true, want, mask);
+        CHECK(((sent ^ want) & mask) != 0);
+        CHECK(tag_of(sent) < kFoldTop + 1);
+        CHECK(tag_of(sent) >= kMinTag);
+        for (int32_t small : {-8, -17, -27, -31080, 5}) {
+            make_recv_tag(3, 1, small, false, want, mask);
+            CHECK(((sent ^ want) & mask) != 0);
+        }
+    }
 }
