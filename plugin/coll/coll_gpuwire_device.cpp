@@ -3,6 +3,8 @@
 
 #include <ucm/api/ucm.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -244,13 +246,48 @@ int stream_of(int gpu, cu::TrackedStream **out, char *why, size_t why_len)
 
 } // namespace
 
+// pml gpuwire's mapping of other processes' buffers (pml_gpuwire.c), found
+// by name: CUDA maps an allocation only once per process, so where pml
+// gpuwire runs its cache serves both components. 0 mapped, 1 not available
+// there (map here), -1 failed.
+using PmlIpcMap = int (*)(uint32_t peer, const void *blob, size_t len, int device, void **ptr,
+                          void **lease, char *why, size_t why_len);
+using PmlIpcUnmap = void (*)(void *lease);
+
+namespace {
+struct PmlIpc {
+    PmlIpcMap map = nullptr;
+    PmlIpcUnmap unmap = nullptr;
+};
+const PmlIpc &pml_ipc()
+{
+    static const PmlIpc found = [] {
+        PmlIpc p;
+        p.map = reinterpret_cast<PmlIpcMap>(dlsym(RTLD_DEFAULT, "gpuwire_pml_ipc_map"));
+        p.unmap = reinterpret_cast<PmlIpcUnmap>(dlsym(RTLD_DEFAULT, "gpuwire_pml_ipc_unmap"));
+        if (!p.map || !p.unmap) p = PmlIpc{};
+        return p;
+    }();
+    return found;
+}
+} // namespace
+
 struct gw_coll_team {
     std::unique_ptr<cu::NvlTeam> team;
     std::vector<uint32_t> peer_ids;
-    std::vector<cu::IpcMapping> leases; // the direct call's peer buffers
+    std::vector<cu::IpcMapping> leases; // the direct call's peer buffers, mapped here
+    std::vector<void *> pml_leases;     // or through pml gpuwire's cache
     const void *peer_in[GW_NVL_MAX_RANKS] = {};
     void *peer_out[GW_NVL_MAX_RANKS] = {};
 };
+
+// Ends the direct call's mappings; under g_state->mu.
+static void unmap_locked(gw_coll_team_t *t)
+{
+    t->leases.clear();
+    for (void *lease : t->pml_leases) pml_ipc().unmap(lease);
+    t->pml_leases.clear();
+}
 
 static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
 static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
@@ -482,36 +519,54 @@ static gw_nvl_coll_t nvl_coll(int coll)
 
 bool gw_coll_team_reduce_supported(int op, int type) { return gw_nvl_reduce_supported(op, type); }
 
+bool gw_coll_ipc_shared(void) { return pml_ipc().map != nullptr; }
+
 int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
                      size_t why_len)
 {
     gw_coll_team_unmap(t);
     const int n = t->team->nranks(), me = t->team->rank();
+    const PmlIpc &pml = pml_ipc();
     std::lock_guard<std::mutex> lock(g_state->mu);
     for (int k = 0; k < 2; ++k) {
         const void *descs = k == 0 ? in_descs : out_descs;
         if (!descs) continue;
         for (int r = 0; r < n; ++r) {
             if (r == me) continue;
-            cu::IpcBlob blob;
-            cu::Status s = cu::decode_ipc_blob(static_cast<const char *>(descs) + r * sizeof(blob),
-                                               sizeof(blob), &blob);
-            if (!s) {
-                t->leases.clear();
-                return fail(why, why_len, "rank %d's buffer cannot be mapped: %s", r,
-                            s.message().c_str());
+            const char *desc = static_cast<const char *>(descs) + r * sizeof(cu::IpcBlob);
+            void *ptr = nullptr;
+            int rc = 1;
+            if (pml.map) {
+                void *lease = nullptr;
+                rc = pml.map(t->peer_ids[r], desc, sizeof(cu::IpcBlob), t->team->device(), &ptr,
+                             &lease, why, why_len);
+                if (0 == rc) t->pml_leases.push_back(lease);
             }
-            auto m = g_state->mappings.acquire(t->peer_ids[r], blob, t->team->device());
-            if (!m) {
-                t->leases.clear();
-                return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+            if (rc < 0) {
+                unmap_locked(t);
+                return -1;
+            }
+            if (rc > 0) {
+                cu::IpcBlob blob;
+                cu::Status s = cu::decode_ipc_blob(desc, sizeof(blob), &blob);
+                if (!s) {
+                    unmap_locked(t);
+                    return fail(why, why_len, "rank %d's buffer cannot be mapped: %s", r,
+                                s.message().c_str());
+                }
+                auto m = g_state->mappings.acquire(t->peer_ids[r], blob, t->team->device());
+                if (!m) {
+                    unmap_locked(t);
+                    return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+                }
+                ptr = m->ptr();
+                t->leases.push_back(std::move(*m));
             }
             if (k == 0) {
-                t->peer_in[r] = m->ptr();
+                t->peer_in[r] = ptr;
             } else {
-                t->peer_out[r] = m->ptr();
+                t->peer_out[r] = ptr;
             }
-            t->leases.push_back(std::move(*m));
         }
     }
     return 0;
@@ -519,9 +574,9 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 
 void gw_coll_team_unmap(gw_coll_team_t *t)
 {
-    if (t->leases.empty()) return;
+    if (t->leases.empty() && t->pml_leases.empty()) return;
     std::lock_guard<std::mutex> lock(g_state->mu);
-    t->leases.clear();
+    unmap_locked(t);
 }
 
 static gw_nvl_call_t nvl_call_of(const gw_coll_team_t *t, const gw_coll_team_call_t *c)

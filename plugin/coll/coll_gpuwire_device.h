@@ -141,6 +141,9 @@ typedef struct {
 
 /* Whether allreduce has a kernel for op on type. */
 bool gw_coll_team_reduce_supported(int op, int type);
+/* Whether the direct form maps peers' buffers through pml gpuwire's mapping
+ * cache (pml gpuwire runs in this process), else through one of its own. */
+bool gw_coll_ipc_shared(void);
 /* Direct form: maps every peer's buffers (in_descs / out_descs: one
  * description per rank in rank order, or NULL when the call needs none); the
  * mappings are held until team_run or team_unmap. */

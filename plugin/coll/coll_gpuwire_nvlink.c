@@ -296,8 +296,10 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
     }
     m->nvl_team = st->team;
     st->team = NULL;
-    COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes)",
-                         st->n, comm->c_name, st->gpu, gw_coll_team_slot_bytes(m->nvl_team));
+    COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes; "
+                         "direct calls map through %s)",
+                         st->n, comm->c_name, st->gpu, gw_coll_team_slot_bytes(m->nvl_team),
+                         gw_coll_ipc_shared() ? "pml gpuwire's cache" : "a cache of their own");
     setup_free(st);
     m->nvl_setup = NULL;
     m->nvl_state = NVL_READY;

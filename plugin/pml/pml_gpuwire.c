@@ -693,3 +693,27 @@ mca_pml_gpuwire_module_t mca_pml_gpuwire = {
     .engine = NULL,
     .output = -1,
 };
+
+/* coll gpuwire's direct NVLink calls map the application's buffers of the
+ * node's other processes through the engine's one mapping cache: CUDA maps
+ * an allocation only once per process, so a second cache would fail on a
+ * buffer the pml has mapped (cudaErrorAlreadyMapped). The coll component
+ * finds these two by name in the process (components load with global
+ * symbols). peer: the exporter's process index (its vpid). 0 mapped, 1 not
+ * here (pml gpuwire is not running, or without a GPU: map elsewhere), -1
+ * failed with why. */
+__attribute__((visibility("default"))) int gpuwire_pml_ipc_map(uint32_t peer, const void *blob,
+                                                               size_t len, int device, void **ptr,
+                                                               void **lease, char *why,
+                                                               size_t why_len)
+{
+    gw_engine_t *e = mca_pml_gpuwire.engine;
+    if (NULL == e || peer >= mca_pml_gpuwire.npeers) return 1;
+    const gw_status_t st = gw_ipc_map(e, peer, blob, len, device, ptr, lease, why, why_len);
+    return GW_OK == st ? 0 : GW_ERR_UNSUPPORTED == st ? 1 : -1;
+}
+
+__attribute__((visibility("default"))) void gpuwire_pml_ipc_unmap(void *lease)
+{
+    if (NULL != mca_pml_gpuwire.engine) gw_ipc_unmap(mca_pml_gpuwire.engine, lease);
+}

@@ -62,6 +62,17 @@ static void check_allreduce(MPI_Comm comm, long count, int in_place, unsigned sa
         mt_fail(__FILE__, __LINE__, "allreduce SUM int32 count %ld in_place %d: %ld wrong", count,
                 in_place, bad);
     }
+    /* The result buffer through the pml to the next rank: a buffer the
+     * direct form mapped is mapped by the pml too (one mapping per process). */
+    int32_t *back = dev_alloc(bytes);
+    MT_CHECK_MPI(MPI_Sendrecv(out, (int)count, MPI_INT32_T, (me + 1) % n, 77, back, (int)count,
+                              MPI_INT32_T, (me + n - 1) % n, 77, comm, MPI_STATUS_IGNORE));
+    memset(h, 0, bytes);
+    CUDA_OK(cudaMemcpy(h, back, bytes, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (long e = 0; e < count; ++e) bad += h[e] != want[e];
+    if (bad) mt_fail(__FILE__, __LINE__, "allreduce result sent on, count %ld: %ld wrong", count, bad);
+    CUDA_OK(cudaFree(back));
     /* MAX on doubles, into the same buffers. */
     double *g = (double *)dh, *gw = malloc((size_t)count * sizeof(double));
     const size_t dbytes = (size_t)count * sizeof(double);

@@ -1,4 +1,5 @@
 // The extern "C" face of the engine (gpuwire/engine.h).
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -93,6 +94,17 @@ gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32
 {
     return engine->impl->irecv(req, ctx, source, gpuwire::engine::fold_tag(tag), buf, cap);
 }
+
+gw_status_t gw_ipc_map(gw_engine_t *engine, uint32_t peer, const void *blob, size_t len,
+                       int device, void **ptr, void **lease, char *why, size_t why_len)
+{
+    std::string reason;
+    const gw_status_t st = engine->impl->ipc_map(peer, blob, len, device, ptr, lease, reason);
+    if (GW_OK != st && why && why_len) snprintf(why, why_len, "%s", reason.c_str());
+    return st;
+}
+
+void gw_ipc_unmap(gw_engine_t *engine, void *lease) { engine->impl->ipc_unmap(lease); }
 
 int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
               gw_probe_info_t *info)

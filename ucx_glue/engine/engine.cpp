@@ -1315,6 +1315,57 @@ void Engine::drain(ucp_tag_message_h handle, size_t length)
     gw_host_buffer_free(sink);
 }
 
+gw_status_t Engine::ipc_map(uint32_t peer, const void *blob, size_t len, int device, void **ptr,
+                            void **lease, std::string &why)
+{
+    cuda::IpcBlob b;
+    cuda::Status s = cuda::decode_ipc_blob(blob, len, &b);
+    if (!s) {
+        why = "IPC description: " + s.message();
+        return GW_ERR_INVALID;
+    }
+    if (peer >= peers_.size()) {
+        why = "no such peer";
+        return GW_ERR_INVALID;
+    }
+    // The holder exists before the lock: a lease is made and ended under it.
+    auto *held = new (std::nothrow) cuda::IpcMapping();
+    if (!held) {
+        why = "out of memory";
+        return GW_ERR_NO_MEMORY;
+    }
+    lock_.lock();
+    gw_status_t st = GW_OK;
+    if (!dev_) {
+        why = "no GPU in this process";
+        st = GW_ERR_UNSUPPORTED;
+    } else {
+        auto m = dev_->map(peer, b, device);
+        if (m) {
+            *held = std::move(*m);
+        } else {
+            why = "mapping a peer's buffer: " + m.status().message();
+            st = GW_ERR_TRANSPORT;
+        }
+    }
+    lock_.unlock();
+    if (GW_OK != st) {
+        delete held; // holds nothing
+        return st;
+    }
+    *ptr = held->ptr();
+    *lease = held;
+    return GW_OK;
+}
+
+void Engine::ipc_unmap(void *lease)
+{
+    if (!lease) return;
+    lock_.lock();
+    delete static_cast<cuda::IpcMapping *>(lease);
+    lock_.unlock();
+}
+
 int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info)
 {
     lock_.lock();

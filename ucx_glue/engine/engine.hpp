@@ -235,6 +235,9 @@ public:
                       int32_t tag, const void *buf, size_t len, unsigned flags);
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
                       size_t cap);
+    gw_status_t ipc_map(uint32_t peer, const void *blob, size_t len, int device, void **ptr,
+                        void **lease, std::string &why);
+    void ipc_unmap(void *lease);
     int iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info);
     int improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info,
                 gw_message_t **msg);

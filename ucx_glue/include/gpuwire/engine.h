@@ -247,6 +247,18 @@ gw_status_t gw_imrecv(gw_engine_t *engine, gw_request_t *req, gw_message_t *msg,
  * it with GW_ERR_CANCELED; returns 0 when it is already matched. */
 int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req);
 
+/* Maps a range another process of this node exported (blob: the 136-byte
+ * IPC description, cuda/ipc_blob.hpp) into device's context through the
+ * engine's mapping cache, for another component of this process (coll
+ * gpuwire's NVLink kernels): CUDA maps an allocation only once per process,
+ * so every component must share one cache. peer: the exporter's process
+ * index. *ptr stays valid until gw_ipc_unmap(*lease). GW_OK; or
+ * GW_ERR_UNSUPPORTED (no GPU), GW_ERR_INVALID (a bad blob or peer) or
+ * GW_ERR_TRANSPORT (CUDA refused), with the reason in why. */
+gw_status_t gw_ipc_map(gw_engine_t *engine, uint32_t peer, const void *blob, size_t len,
+                       int device, void **ptr, void **lease, char *why, size_t why_len);
+void gw_ipc_unmap(gw_engine_t *engine, void *lease);
+
 /* Forgets a communicator: messages still queued for it are dropped (and
  * counted). Posted receives must have completed. */
 void gw_context_release(gw_engine_t *engine, uint32_t ctx);
