@@ -23,8 +23,9 @@
  * rank. A node's part is one run of blocks only where its ranks are
  * consecutive in the communicator (ranks base .. base + n - 1, rank base +
  * i being the node's rank i), as under Open MPI's default mapping by slot.
- * Where the ranks of some node are not (mapping by node), every rank
- * declines the call alike and the flat algorithms run it.
+ * Where the ranks of some node are not (mapping by node), the same steps
+ * run on a device temporary that holds the blocks node by node, and one
+ * copy per block puts each in its place (hier_allgather_gathered).
  *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
@@ -317,6 +318,99 @@ static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
     return hier_done(a, rc);
 }
 
+/* Allgather where the nodes' ranks are not consecutive (mapping by node):
+ * the same three steps on a device temporary that holds the blocks node by
+ * node (each node's in its ranks' order), then one copy per block into its
+ * place in the receive buffer. Only for a receive datatype whose elements
+ * lie back to back (the same answer on every rank: the type signatures
+ * match); otherwise every rank declines alike. */
+static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                                   const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
+    const int size = ompi_comm_size(a->comm), me = ompi_comm_rank(a->comm);
+    ptrdiff_t lb, extent;
+    size_t tsize = 0;
+    ompi_datatype_get_extent(a->rdtype, &lb, &extent);
+    ompi_datatype_type_size(a->rdtype, &tsize);
+    if (0 != lb || (size_t)extent != tsize) return GW_COLL_DECLINED;
+    const size_t block = tsize * (size_t)a->rcount;
+    const int nodes = NULL != leaders ? ompi_comm_size(leaders) : 0;
+    /* Where each node's run of blocks starts in the temporary, by leader. */
+    int *first = malloc(sizeof(int) * (size_t)(size + 1));
+    if (NULL == first) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+    int nnodes = 0;
+    for (int q = 0; q < size; ++q) {
+        if (m->hier_where[2 * q] + 1 > nnodes) nnodes = m->hier_where[2 * q] + 1;
+    }
+    for (int l = 0, at = 0; l < nnodes; ++l) {
+        first[l] = at;
+        at += m->hier_counts[l];
+    }
+    char why[256];
+    gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
+    const int gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
+    if (0 != gw_coll_scratch_get(block * (size_t)size, gpu, &tmp, why, sizeof(why))) {
+        free(first);
+        opal_output(0, "coll:gpuwire: hierarchical allgather: %s", why);
+        return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+    }
+    char *t = tmp.ptr;
+    const int mine = m->hier_where[2 * me];
+    /* 1. Inside the node, into the node's run of the temporary. */
+    const void *send = a->sbuf;
+    int scount = a->scount;
+    struct ompi_datatype_t *sdtype = a->sdtype;
+    if (MPI_IN_PLACE == send) {
+        send = (const char *)a->rbuf + (size_t)me * block;
+        scount = a->rcount;
+        sdtype = a->rdtype;
+    }
+    int rc = node->c_coll->coll_allgather(send, scount, sdtype, t + (size_t)first[mine] * block,
+                                          a->rcount, a->rdtype, node,
+                                          node->c_coll->coll_allgather_module);
+    /* 2. Among the first ranks, each node's run in place. */
+    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && nodes > 1) {
+        int *counts = malloc(2 * sizeof(int) * (size_t)nodes);
+        if (NULL == counts) {
+            rc = OMPI_ERR_OUT_OF_RESOURCE;
+        } else {
+            int *displs = counts + nodes;
+            for (int l = 0; l < nodes; ++l) {
+                counts[l] = m->hier_counts[l] * a->rcount; /* at most size * rcount (accepts) */
+                displs[l] = first[l] * a->rcount;
+            }
+            rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t, counts,
+                                                  displs, a->rdtype, leaders,
+                                                  leaders->c_coll->coll_allgatherv_module);
+            free(counts);
+        }
+    }
+    /* 3. Every block to every rank of the node. */
+    if (OMPI_SUCCESS == rc) {
+        rc = node->c_coll->coll_bcast(t, size * a->rcount, a->rdtype, 0, node,
+                                      node->c_coll->coll_bcast_module);
+    }
+    /* 4. Each block to its rank's place. */
+    if (OMPI_SUCCESS == rc) {
+        uint64_t ticket = 0;
+        int err = 0;
+        for (int q = 0; q < size && 0 == err; ++q) {
+            const int at = first[m->hier_where[2 * q]] + m->hier_where[2 * q + 1];
+            err = gw_coll_copy_start((char *)a->rbuf + (size_t)q * block, t + (size_t)at * block,
+                                     block, gpu, &ticket, why, sizeof(why));
+        }
+        if (0 == err && size > 0) err = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+        if (0 != err) {
+            opal_output(0, "coll:gpuwire: hierarchical allgather: %s", why);
+            rc = OMPI_ERROR;
+        }
+    }
+    gw_coll_scratch_put(&tmp);
+    free(first);
+    return hier_done(a, rc);
+}
+
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
@@ -331,7 +425,7 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
     if (GW_COLL_ALLGATHER == a->id) {
-        return m->hier_blocked ? hier_allgather(m, a) : GW_COLL_DECLINED;
+        return m->hier_blocked ? hier_allgather(m, a) : hier_allgather_gathered(m, a, r);
     }
 
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
