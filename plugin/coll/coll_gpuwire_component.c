@@ -152,7 +152,7 @@ static int component_register(void)
 
     (void)mca_base_component_var_register(
         c, "hierarchical",
-        "Allreduce, Reduce, Bcast and Allgather on device buffers over communicators that span several "
+        "Allreduce, Reduce, Bcast, Allgather(v) on device buffers over communicators that span several "
         "nodes: 1 (auto, where the level's algorithms run on the GPU) composes them per level "
         "(Allreduce: reduce inside each node to its first rank, allreduce among the nodes' "
         "first ranks, bcast inside each node; Reduce likewise to the root; Bcast: inside the "
@@ -244,7 +244,7 @@ static int component_register(void)
                      "(Iallreduce, Ibcast, Iallgather; counted at the kernel's launch)",
                      &mca_coll_gpuwire.nvlink_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("hier_calls",
-                     "Allreduce, Reduce, Bcast and Allgather calls on device buffers across nodes composed "
+                     "Allreduce, Reduce, Bcast, Allgather(v) calls on device buffers across nodes composed "
                      "per level (coll_gpuwire_hierarchical)",
                      &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",

@@ -171,7 +171,7 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 extern const gw_coll_algorithm_t gw_coll_nvlink;
 /* Releases the communicator's NVLink team (module destructor). */
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
-/* Allreduce, Reduce, Bcast and Allgather across nodes composed per level
+/* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;
 /* Frees the communicator's sub-communicators (module destructor). */

@@ -25,7 +25,8 @@
  * i being the node's rank i), as under Open MPI's default mapping by slot.
  * Where the ranks of some node are not (mapping by node), the same steps
  * run on a device temporary that holds the blocks node by node, and one
- * copy per block puts each in its place (hier_allgather_gathered).
+ * copy per block puts each in its place (hier_allgather_gathered); so does
+ * Allgatherv, whatever the mapping.
  *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
@@ -80,6 +81,11 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
      * int). */
     if (GW_COLL_ALLGATHER == a->id) {
         if (a->rcount <= 0 || a->rcount > INT_MAX / ompi_comm_size(a->comm)) return false;
+    } else if (GW_COLL_ALLGATHERV == a->id) {
+        /* Something to move (the counts are the same on every rank). */
+        bool any = false;
+        for (int q = 0; q < ompi_comm_size(a->comm) && !any; ++q) any = a->rcounts[q] > 0;
+        if (!any) return false;
     } else if (a->count <= 0) {
         return false;
     }
@@ -106,9 +112,12 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
             !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
-    } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id) {
+    } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id ||
+               GW_COLL_ALLGATHERV == a->id) {
         if (GW_HIER_AUTO == mode &&
-            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER),
+            !gw_coll_p2p_accepts(a,
+                                 GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
+                                     GW_COLL_BIT(GW_COLL_ALLGATHERV),
                                  mca_coll_gpuwire.move_algorithm)) {
             return false;
         }
@@ -318,14 +327,16 @@ static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
     return hier_done(a, rc);
 }
 
-/* Allgather where the nodes' ranks are not consecutive (mapping by node):
- * the same three steps on a device temporary that holds the blocks node by
- * node (each node's in its ranks' order), then one copy per block into its
- * place in the receive buffer. Only for a receive datatype whose elements
- * lie back to back (the same answer on every rank: the type signatures
- * match); otherwise every rank declines alike. */
+/* Allgather where the nodes' ranks are not consecutive (mapping by node),
+ * and Allgatherv: the same three steps on a device temporary that holds the
+ * blocks node by node (each node's in its ranks' order), then one copy per
+ * block into its place in the receive buffer (rank q's block: counts[q]
+ * elements at displs[q]). Only for a receive datatype whose elements lie
+ * back to back (the same answer on every rank: the type signatures match);
+ * otherwise every rank declines alike. */
 static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                                   const gw_coll_region_t r[GW_REGION_COUNT])
+                                   const gw_coll_region_t r[GW_REGION_COUNT], const int *counts,
+                                   const int *displs)
 {
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const int size = ompi_comm_size(a->comm), me = ompi_comm_rank(a->comm);
@@ -334,81 +345,127 @@ static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_a
     ompi_datatype_get_extent(a->rdtype, &lb, &extent);
     ompi_datatype_type_size(a->rdtype, &tsize);
     if (0 != lb || (size_t)extent != tsize) return GW_COLL_DECLINED;
-    const size_t block = tsize * (size_t)a->rcount;
-    const int nodes = NULL != leaders ? ompi_comm_size(leaders) : 0;
-    /* Where each node's run of blocks starts in the temporary, by leader. */
-    int *first = malloc(sizeof(int) * (size_t)(size + 1));
-    if (NULL == first) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
     int nnodes = 0;
     for (int q = 0; q < size; ++q) {
         if (m->hier_where[2 * q] + 1 > nnodes) nnodes = m->hier_where[2 * q] + 1;
     }
-    for (int l = 0, at = 0; l < nnodes; ++l) {
-        first[l] = at;
-        at += m->hier_counts[l];
+    /* Per rank, where its block starts in the temporary (elements); per
+     * node, where its run starts and how long it is. */
+    int64_t *at = malloc(sizeof(int64_t) * (size_t)size);
+    int64_t *run_at = calloc(3 * ((size_t)nnodes + 1), sizeof(int64_t));
+    int *ncounts = malloc(2 * sizeof(int) * (size_t)size);
+    if (NULL == at || NULL == run_at || NULL == ncounts) {
+        free(at);
+        free(run_at);
+        free(ncounts);
+        return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
     }
+    int64_t *run_len = run_at + nnodes + 1, *fill = run_len + nnodes + 1;
+    for (int q = 0; q < size; ++q) run_len[m->hier_where[2 * q]] += counts[q];
+    int64_t total = 0;
+    for (int l = 0; l < nnodes; ++l) {
+        run_at[l] = total;
+        total += run_len[l];
+    }
+    /* Inside a run, the node's ranks in their order there (node rank i is
+     * the node's i-th rank in the communicator). */
+    for (int q = 0; q < size; ++q) {
+        const int l = m->hier_where[2 * q];
+        at[q] = run_at[l] + fill[l];
+        fill[l] += counts[q];
+    }
+    int rc = OMPI_SUCCESS;
+    /* Every count the steps pass is an int. */
+    if (total > INT_MAX) rc = GW_COLL_DECLINED;
     char why[256];
     gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
     const int gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
-    if (0 != gw_coll_scratch_get(block * (size_t)size, gpu, &tmp, why, sizeof(why))) {
-        free(first);
-        opal_output(0, "coll:gpuwire: hierarchical allgather: %s", why);
-        return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+    if (OMPI_SUCCESS == rc &&
+        0 != gw_coll_scratch_get((size_t)total * tsize + 1, gpu, &tmp, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
     }
     char *t = tmp.ptr;
     const int mine = m->hier_where[2 * me];
     /* 1. Inside the node, into the node's run of the temporary. */
-    const void *send = a->sbuf;
-    int scount = a->scount;
-    struct ompi_datatype_t *sdtype = a->sdtype;
-    if (MPI_IN_PLACE == send) {
-        send = (const char *)a->rbuf + (size_t)me * block;
-        scount = a->rcount;
-        sdtype = a->rdtype;
-    }
-    int rc = node->c_coll->coll_allgather(send, scount, sdtype, t + (size_t)first[mine] * block,
-                                          a->rcount, a->rdtype, node,
-                                          node->c_coll->coll_allgather_module);
-    /* 2. Among the first ranks, each node's run in place. */
-    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && nodes > 1) {
-        int *counts = malloc(2 * sizeof(int) * (size_t)nodes);
-        if (NULL == counts) {
-            rc = OMPI_ERR_OUT_OF_RESOURCE;
-        } else {
-            int *displs = counts + nodes;
-            for (int l = 0; l < nodes; ++l) {
-                counts[l] = m->hier_counts[l] * a->rcount; /* at most size * rcount (accepts) */
-                displs[l] = first[l] * a->rcount;
-            }
-            rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t, counts,
-                                                  displs, a->rdtype, leaders,
-                                                  leaders->c_coll->coll_allgatherv_module);
-            free(counts);
+    if (OMPI_SUCCESS == rc) {
+        const void *send = a->sbuf;
+        int scount = a->scount;
+        struct ompi_datatype_t *sdtype = a->sdtype;
+        if (MPI_IN_PLACE == send) {
+            send = (const char *)a->rbuf + (ptrdiff_t)displs[me] * extent;
+            scount = counts[me];
+            sdtype = a->rdtype;
         }
+        const int nn = ompi_comm_size(node);
+        int *nc = ncounts, *nd = ncounts + size;
+        for (int q = 0, i = 0; q < size && i < nn; ++q) {
+            if (m->hier_where[2 * q] != mine) continue;
+            nc[i] = counts[q];
+            nd[i] = (int)(at[q] - run_at[mine]);
+            ++i;
+        }
+        rc = node->c_coll->coll_allgatherv(send, scount, sdtype, t + run_at[mine] * (int64_t)tsize,
+                                           nc, nd, a->rdtype, node,
+                                           node->c_coll->coll_allgatherv_module);
+    }
+    /* 2. Among the first ranks, each node's run in place. */
+    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && NULL != leaders &&
+        ompi_comm_size(leaders) > 1) {
+        int *lc = ncounts, *ld = ncounts + size;
+        for (int l = 0; l < nnodes; ++l) {
+            lc[l] = (int)run_len[l];
+            ld[l] = (int)run_at[l];
+        }
+        rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t, lc, ld,
+                                              a->rdtype, leaders,
+                                              leaders->c_coll->coll_allgatherv_module);
     }
     /* 3. Every block to every rank of the node. */
     if (OMPI_SUCCESS == rc) {
-        rc = node->c_coll->coll_bcast(t, size * a->rcount, a->rdtype, 0, node,
+        rc = node->c_coll->coll_bcast(t, (int)total, a->rdtype, 0, node,
                                       node->c_coll->coll_bcast_module);
     }
     /* 4. Each block to its rank's place. */
     if (OMPI_SUCCESS == rc) {
         uint64_t ticket = 0;
+        bool queued = false;
         int err = 0;
         for (int q = 0; q < size && 0 == err; ++q) {
-            const int at = first[m->hier_where[2 * q]] + m->hier_where[2 * q + 1];
-            err = gw_coll_copy_start((char *)a->rbuf + (size_t)q * block, t + (size_t)at * block,
-                                     block, gpu, &ticket, why, sizeof(why));
+            if (0 == counts[q]) continue;
+            err = gw_coll_copy_start((char *)a->rbuf + (ptrdiff_t)displs[q] * extent,
+                                     t + at[q] * (int64_t)tsize, (size_t)counts[q] * tsize, gpu,
+                                     &ticket, why, sizeof(why));
+            queued = true;
         }
-        if (0 == err && size > 0) err = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+        if (0 == err && queued) err = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
         if (0 != err) {
-            opal_output(0, "coll:gpuwire: hierarchical allgather: %s", why);
+            opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
             rc = OMPI_ERROR;
         }
     }
     gw_coll_scratch_put(&tmp);
-    free(first);
-    return hier_done(a, rc);
+    free(at);
+    free(run_at);
+    free(ncounts);
+    return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
+}
+
+/* Allgather by the gathered form: every rank's block the same size, in rank
+ * order. */
+static int hier_allgather_by_node(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                                  const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const int size = ompi_comm_size(a->comm);
+    int *cd = malloc(2 * sizeof(int) * (size_t)size);
+    if (NULL == cd) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+    for (int q = 0; q < size; ++q) {
+        cd[q] = a->rcount;
+        cd[size + q] = q * a->rcount; /* at most size * rcount (accepts) */
+    }
+    const int rc = hier_allgather_gathered(m, a, r, cd, cd + size);
+    free(cd);
+    return rc;
 }
 
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -425,8 +482,9 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
     if (GW_COLL_ALLGATHER == a->id) {
-        return m->hier_blocked ? hier_allgather(m, a) : hier_allgather_gathered(m, a, r);
+        return m->hier_blocked ? hier_allgather(m, a) : hier_allgather_by_node(m, a, r);
     }
+    if (GW_COLL_ALLGATHERV == a->id) return hier_allgather_gathered(m, a, r, a->rcounts, a->rdispls);
 
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const bool leader = 0 == ompi_comm_rank(node);
