@@ -1,7 +1,9 @@
 /*
  * Non-blocking collectives beyond one at a time: several of different kinds
- * in flight on one communicator, completed by Waitall or by polling; and an
- * initiation that must return while the other ranks have not started yet.
+ * in flight on one communicator, completed by Waitall or by polling; an
+ * initiation that must return while the other ranks have not started yet;
+ * and a blocking collective right after a non-blocking one that the other
+ * ranks initiate late.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -172,4 +174,61 @@ void case_initiation_does_not_wait(MPI_Comm comm)
     free(x);
     tbuf_free(&sb);
     tbuf_free(&rb);
+}
+
+/* A blocking collective while a non-blocking one initiated before it has not
+ * started on this rank yet (the other ranks initiate it late): each rank
+ * must run them in initiation order (an NVLink team launches the earlier
+ * call's kernel first), and both results must be right. */
+void case_blocking_after_nonblocking(MPI_Comm comm)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    if (n < 2) return;
+    const long c = 1000;
+    const unsigned s0 = 515, s1 = 616;
+    tctx_set("a blocking allreduce after an iallreduce the others initiate late, comm size %d", n);
+    tbuf_t a_s, a_r, b_s, b_r;
+    tbuf_alloc(&a_s, T_INT, c, mem_send);
+    tbuf_alloc(&a_r, T_INT, c, mem_recv);
+    tbuf_alloc(&b_s, T_INT, c, mem_send);
+    tbuf_alloc(&b_r, T_INT, c, mem_recv);
+    fill(&a_s, OP_SUM, s0, me);
+    fill(&b_s, OP_SUM, s1, me);
+    tbuf_push(&a_s);
+    tbuf_push(&a_r);
+    tbuf_push(&b_s);
+    tbuf_push(&b_r);
+    MPI_Barrier(comm);
+    if (me != 0) usleep(300 * 1000);
+    MPI_Request req;
+    MT_CHECK_MPI(MPI_Iallreduce(a_s.mpi, a_r.mpi, (int)c, MPI_INT, MPI_SUM, comm, &req));
+    /* The late ranks let the non-blocking call get going first (their
+     * progress finds rank 0's arrival there); rank 0 goes straight into the
+     * blocking one, before the others' arrivals have come. */
+    for (int i = 0; me != 0 && i < 20 && MPI_REQUEST_NULL != req; ++i) {
+        int done = 0;
+        MT_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        usleep(1000);
+    }
+    MT_CHECK_MPI(MPI_Allreduce(b_s.mpi, b_r.mpi, (int)c, MPI_INT, MPI_SUM, comm));
+    MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    tbuf_t *res[2] = {&a_r, &b_r};
+    const unsigned seeds[2] = {s0, s1};
+    for (int k = 0; k < 2; ++k) {
+        tbuf_pull(res[k]);
+        unsigned char *x = tbuf_snapshot(res[k]);
+        for (long e = 0; e < c; ++e) {
+            int64_t acc[2];
+            tfold(OP_SUM, T_INT, seeds[k], 0, n, e, acc);
+            img_set(res[k], x, e, acc);
+        }
+        tbuf_matches(res[k], x, 0, c, k ? "allreduce result" : "iallreduce result");
+        free(x);
+    }
+    tbuf_free(&a_s);
+    tbuf_free(&a_r);
+    tbuf_free(&b_s);
+    tbuf_free(&b_r);
 }
