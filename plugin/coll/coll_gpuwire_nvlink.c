@@ -159,6 +159,7 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
 {
     setup_free(m->nvl_setup);
     m->nvl_setup = NULL;
+    __atomic_store_n(&m->nvl_setup_jobs, 0, __ATOMIC_RELEASE);
     if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
     m->nvl_team = NULL;
     m->nvl_state = NVL_UNKNOWN;
@@ -302,6 +303,7 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
                          gw_coll_ipc_shared() ? "pml gpuwire's cache" : "a cache of their own");
     setup_free(st);
     m->nvl_setup = NULL;
+    __atomic_store_n(&m->nvl_setup_jobs, 0, __ATOMIC_RELEASE);
     m->nvl_state = NVL_READY;
 }
 
@@ -386,9 +388,11 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         return nvlink_start(m, a, r, request);
     }
     /* A set-up that non-blocking calls started ends first (they have their
-     * places in the team's order already). */
+     * places in the team's order already). Their requests' progress drives
+     * it, possibly from another thread; only if none got a request does it
+     * end here. */
     while (NVL_SETTING_UP == m->nvl_state) {
-        setup_progress(m, comm);
+        if (0 == __atomic_load_n(&m->nvl_setup_jobs, __ATOMIC_ACQUIRE)) setup_progress(m, comm);
         if (NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
     if (NVL_UNKNOWN == m->nvl_state) {
@@ -680,8 +684,10 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * team, no call launches, and the blocking ones never look again. */
     const bool ready = NVL_READY == m->nvl_state;
     const uint64_t order = j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
+    if (!ready) __atomic_fetch_add(&m->nvl_setup_jobs, 1, __ATOMIC_ACQ_REL);
     rc = gw_coll_nb_job(m, a, r, &nvl_job_ops, j, !ready, request); /* j is the request's now */
     if (OMPI_SUCCESS != rc) {
+        if (!ready) __atomic_fetch_sub(&m->nvl_setup_jobs, 1, __ATOMIC_ACQ_REL);
         /* The newest of the team's calls (collectives on one communicator
          * are initiated one at a time): its place goes back. */
         __atomic_store_n(&m->nvl_nb_issued, order - 1, __ATOMIC_RELEASE);
