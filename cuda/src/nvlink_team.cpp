@@ -140,12 +140,12 @@ Status NvlTeam::connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu)
   return Status{};
 }
 
-Result<uint64_t> NvlTeam::launch(gw_nvl_call_t call) {
+// The kernel only, with the current device set: the call's number (calls_)
+// once it is queued.
+Status NvlTeam::launch_kernel(gw_nvl_call_t call) {
   if (broken_) {
     return Status::error(Errc::not_supported, "NVLink collective: the team failed earlier");
   }
-  DeviceGuard guard(device_);
-  if (!guard.status()) return guard.status();
   call.seq = seq_;
   call.slot = static_cast<int>(calls_ & 1);
   char why[256];
@@ -155,7 +155,17 @@ Result<uint64_t> NvlTeam::launch(gw_nvl_call_t call) {
   }
   seq_ += static_cast<uint64_t>(gw_nvl_barriers(&call));
   ++calls_;
-  Status s = signal(calls_);
+  return Status{};
+}
+
+Result<uint64_t> NvlTeam::launch(gw_nvl_call_t call) {
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  Status s = launch_kernel(call);
+  if (!s) return s;
+  // The counter takes the newest number: it covers the calls run() made
+  // without a signal too.
+  s = signal(calls_);
   if (!s) {
     // The kernel is queued but its completion can never be seen.
     broken_ = true;
@@ -195,19 +205,20 @@ Result<bool> NvlTeam::finished(uint64_t ticket, bool query) {
 }
 
 Status NvlTeam::run(gw_nvl_call_t call) {
-  Result<uint64_t> ticket = launch(call);
-  if (!ticket) return ticket.status();
-  Status s = rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
-                      "cudaStreamSynchronize");
+  // No completion signal: the synchronize is the wait (one submission less
+  // on the small calls' latency).
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  Status s = launch_kernel(call);
+  if (!s) return s;
+  s = rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
   if (!s) {
     broken_ = true;
     return s;
   }
-  Result<bool> done = finished(*ticket, false);
-  if (!done) return done.status();
-  if (!*done) {
+  if (__atomic_load_n(error_host_, __ATOMIC_ACQUIRE) != 0) {
     broken_ = true;
-    return Status::error(Errc::driver, "NVLink collective: the stream finished without its signal");
+    return Status::error(Errc::busy, "NVLink collective: a peer did not arrive in time");
   }
   return Status{};
 }

@@ -16,7 +16,8 @@
 //              launched only once every rank has initiated it (a kernel
 //              spinning there also holds up the application's
 //              cudaDeviceSynchronize).
-//   run()      launch() and wait for it.
+//   run()      launches one call and waits for it (no completion signal:
+//              the stream's synchronize is the wait).
 // A barrier that timed out leaves the flags of the ranks out of step: the
 // team is then broken and every later run() fails at once.
 //
@@ -91,6 +92,7 @@ class NvlTeam {
  private:
   NvlTeam(DriverApi& driver, int device) : driver_(driver), device_(device) {}
   void release();
+  Status launch_kernel(gw_nvl_call_t call);
   Status signal(uint64_t ticket);
 
   DriverApi& driver_;
