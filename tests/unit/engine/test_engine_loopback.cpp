@@ -238,3 +238,57 @@ TEST_CASE("empty messages wait as unexpected and are received", "[engine]")
         CHECK(recvs[i].r.tag == i);
     }
 }
+
+TEST_CASE("internal tags below the tag field travel end to end", "[engine]")
+{
+    Pair p;
+    // libnbc's tags reach -INT_MAX/2: each meets its own receive, and a
+    // receive for any tag posted first takes none of them.
+    const int32_t tags[] = {-27, -(1 << 23), -(1 << 23) - 1, -(1 << 24) - 5, -(INT32_MAX / 2) + 1};
+    const size_t n = sizeof(tags) / sizeof(tags[0]);
+    int any = -1, user = 77;
+    Req wild, us;
+    REQUIRE(gw_irecv(p.e[1], &wild.r, 3, GW_ANY_SOURCE, GW_ANY_TAG, &any, sizeof(any)) == GW_OK);
+    std::vector<Req> sends(n), recvs(n);
+    std::vector<int> got(n, -1), vals(n);
+    for (size_t i = 0; i < n; ++i) {
+        vals[i] = int(100 + i);
+        REQUIRE(gw_irecv(p.e[1], &recvs[i].r, 3, 0, tags[i], &got[i], sizeof(int)) == GW_OK);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        REQUIRE(gw_isend(p.e[0], &sends[i].r, 1, 3, 0, tags[i], &vals[i], sizeof(int), 0) == GW_OK);
+    }
+    p.until([&] {
+        for (size_t i = 0; i < n; ++i) {
+            if (!sends[i].done || !recvs[i].done) return false;
+        }
+        return true;
+    });
+    for (size_t i = 0; i < n; ++i) {
+        CHECK(recvs[i].r.status == GW_OK);
+        CHECK(got[i] == vals[i]);
+    }
+    CHECK_FALSE(wild.done);
+    REQUIRE(gw_isend(p.e[0], &us.r, 1, 3, 0, 5, &user, sizeof(user), 0) == GW_OK);
+    p.until([&] { return wild.done && us.done; });
+    CHECK(any == 77);
+    CHECK(wild.r.tag == 5);
+}
+
+TEST_CASE("another component's IPC mapping is refused with a reason where it cannot be made", "[engine]")
+{
+    Pair p;
+    char why[256] = "";
+    void *ptr = nullptr, *lease = nullptr;
+    unsigned char blob[136] = {};
+    // A malformed description, whatever the machine.
+    CHECK(gw_ipc_map(p.e[1], 0, blob, sizeof(blob), 0, &ptr, &lease, why, sizeof(why)) ==
+          GW_ERR_INVALID);
+    CHECK(std::strlen(why) > 0);
+    CHECK(lease == nullptr);
+    // The wrong size.
+    why[0] = '\0';
+    CHECK(gw_ipc_map(p.e[1], 0, blob, 12, 0, &ptr, &lease, why, sizeof(why)) == GW_ERR_INVALID);
+    CHECK(std::strlen(why) > 0);
+    gw_ipc_unmap(p.e[1], nullptr); // nothing held: nothing happens
+}
