@@ -618,10 +618,12 @@ static int nvl_job_poll(void *p, bool query, bool *done)
         for (int i = 0; i < j->nreqs; ++i) {
             if (!REQUEST_COMPLETE(j->reqs[i])) return OMPI_SUCCESS;
         }
-        /* Launched or failed, it no longer holds the later calls back. */
         j->launched = true;
-        __atomic_fetch_add(&m->nvl_nb_launched, 1, __ATOMIC_RELEASE);
         const int rc = nvl_job_launch(j);
+        /* Launched (queued on the team's stream) or failed, it no longer
+         * holds the later calls back; counted only now, so that a blocking
+         * call waiting on another thread queues its kernel after this one. */
+        __atomic_fetch_add(&m->nvl_nb_launched, 1, __ATOMIC_RELEASE);
         if (OMPI_SUCCESS != rc) return rc;
         __atomic_fetch_add(&mca_coll_gpuwire.nvlink_nb_calls, 1, __ATOMIC_RELAXED);
     }
