@@ -182,11 +182,6 @@ typedef struct {
     /* Per rank of the communicator: its node leader's rank among the
      * leaders, and its rank in its node (2 ints each). */
     int *hier_where;
-    /* Whether every node's ranks are consecutive in the communicator (the
-     * hierarchical Allgather); per node, by its leader's rank among the
-     * leaders: its number of ranks and its first rank in the communicator. */
-    bool hier_blocked;
-    int *hier_counts, *hier_bases;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

@@ -17,16 +17,15 @@
  * nodes' first ranks from the root's node's, then inside every other node
  * from its first rank.
  *
- * Allgather: inside each node into the node's part of the receive buffer,
- * then among the nodes' first ranks in place (an Allgatherv of one part per
- * node), then a Bcast of the whole buffer inside each node from its first
- * rank. A node's part is one run of blocks only where its ranks are
- * consecutive in the communicator (ranks base .. base + n - 1, rank base +
- * i being the node's rank i), as under Open MPI's default mapping by slot.
- * Where the ranks of some node are not (mapping by node), the same steps
- * run on a device temporary that holds the blocks node by node, and one
- * copy per block puts each in its place (hier_allgather_gathered); so does
- * Allgatherv, whatever the mapping.
+ * Allgather and Allgatherv: the blocks laid out node by node (each node's
+ * in its ranks' order): inside each node into the node's run, among the
+ * nodes' first ranks in place (an Allgatherv of one run per node), then a
+ * Bcast of all of them inside each node from its first rank. Where that
+ * layout is the receive buffer's own (every node's ranks consecutive in the
+ * communicator and the blocks packed in rank order: an Allgather under
+ * Open MPI's default mapping by slot), the steps run on the receive buffer;
+ * otherwise on a device temporary, and one copy per block puts each in its
+ * place.
  *
  * Each step is a collective on a sub-communicator, so the component's own
  * dispatch picks its algorithm there; nothing here touches the bytes. Only
@@ -41,8 +40,6 @@
  * nodes (Open MPI's locality, the same on every rank), and after the split,
  * whether some node has two ranks or more (a host allreduce); if none has,
  * the flat algorithms are as good and every call declines from then on.
- * Where every rank is (its node and its rank there, a host allgather) also
- * tells every rank alike whether the nodes' ranks are consecutive.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -133,37 +130,8 @@ void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
     if (NULL != m->hier_leaders) ompi_comm_free(&m->hier_leaders);
     m->hier_node = m->hier_leaders = NULL;
     free(m->hier_where);
-    free(m->hier_counts);
-    free(m->hier_bases);
-    m->hier_where = m->hier_counts = m->hier_bases = NULL;
-    m->hier_blocked = false;
+    m->hier_where = NULL;
     m->hier_state = HIER_UNKNOWN;
-}
-
-/* Whether every node's ranks are consecutive in the communicator, from
- * hier_where (the same on every rank); if so, each node's rank count and
- * first rank, by leader index (m->hier_counts, m->hier_bases). */
-static int hier_find_blocks(mca_coll_gpuwire_module_t *m, int size)
-{
-    int nodes = 0;
-    for (int r = 0; r < size; ++r) {
-        if (m->hier_where[2 * r] + 1 > nodes) nodes = m->hier_where[2 * r] + 1;
-    }
-    m->hier_counts = calloc((size_t)nodes, sizeof(int));
-    m->hier_bases = malloc((size_t)nodes * sizeof(int));
-    if (NULL == m->hier_counts || NULL == m->hier_bases) return OMPI_ERR_OUT_OF_RESOURCE;
-    bool blocked = true;
-    for (int r = 0; r < size; ++r) {
-        const int node = m->hier_where[2 * r], local = m->hier_where[2 * r + 1];
-        if (0 == m->hier_counts[node]) m->hier_bases[node] = r;
-        ++m->hier_counts[node];
-        /* The node's ranks in its communicator follow their order in comm
-         * (split by type with one key): consecutive iff rank i of the node
-         * is comm rank base + i. */
-        blocked = blocked && r == m->hier_bases[node] + local;
-    }
-    m->hier_blocked = blocked;
-    return OMPI_SUCCESS;
 }
 
 /* Collective over comm: the node and leaders' communicators, or
@@ -199,7 +167,6 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
                  : m->previous_allgather(where, 2, MPI_INT, m->hier_where, 2, MPI_INT, comm,
                                          m->previous_allgather_module);
     }
-    if (OMPI_SUCCESS == rc) rc = hier_find_blocks(m, ompi_comm_size(comm));
     if (OMPI_SUCCESS != rc || most < 2) {
         gw_coll_hier_release(m);
         m->hier_state = HIER_UNUSABLE;
@@ -210,9 +177,8 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
         return rc;
     }
     m->hier_state = HIER_READY;
-    COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s: %d rank(s) on this node, %s; nodes' ranks %s",
-                         comm->c_name, mine, leader ? "its leader" : "not its leader",
-                         m->hier_blocked ? "consecutive" : "not consecutive");
+    COLL_GPUWIRE_VERBOSE(10, "hierarchical: %s: %d rank(s) on this node, %s", comm->c_name,
+                         mine, leader ? "its leader" : "not its leader");
     return OMPI_SUCCESS;
 }
 
@@ -282,61 +248,14 @@ static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return hier_done(a, rc);
 }
 
-/* Allgather where every node's ranks are consecutive: comm rank r's block
- * is at r * B in the receive buffer (B = rcount elements of rdtype), and a
- * node's blocks, from its first rank base on, are one run. */
-static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
-{
-    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
-    const int size = ompi_comm_size(a->comm);
-    const int base = m->hier_bases[m->hier_where[2 * ompi_comm_rank(a->comm)]];
-    ptrdiff_t lb, extent;
-    ompi_datatype_get_extent(a->rdtype, &lb, &extent);
-    char *rbuf = a->rbuf;
-
-    /* 1. Inside the node, into its run of blocks: node rank i is comm rank
-     * base + i, so in place this rank's block is already where the node's
-     * allgather takes it from. */
-    int rc = node->c_coll->coll_allgather(a->sbuf, a->scount, a->sdtype,
-                                          rbuf + (ptrdiff_t)base * a->rcount * extent, a->rcount,
-                                          a->rdtype, node, node->c_coll->coll_allgather_module);
-    /* 2. Among the first ranks, each node's run in place. */
-    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && NULL != leaders &&
-        ompi_comm_size(leaders) > 1) {
-        const int nodes = ompi_comm_size(leaders);
-        int *counts = malloc(2 * sizeof(int) * (size_t)nodes);
-        if (NULL == counts) {
-            rc = OMPI_ERR_OUT_OF_RESOURCE;
-        } else {
-            int *displs = counts + nodes;
-            for (int l = 0; l < nodes; ++l) {
-                counts[l] = m->hier_counts[l] * a->rcount; /* at most size * rcount (accepts) */
-                displs[l] = m->hier_bases[l] * a->rcount;
-            }
-            rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf, counts,
-                                                  displs, a->rdtype, leaders,
-                                                  leaders->c_coll->coll_allgatherv_module);
-            free(counts);
-        }
-    }
-    /* 3. Every block to every rank of the node. */
-    if (OMPI_SUCCESS == rc) {
-        rc = node->c_coll->coll_bcast(rbuf, size * a->rcount, a->rdtype, 0, node,
-                                      node->c_coll->coll_bcast_module);
-    }
-    return hier_done(a, rc);
-}
-
-/* Allgather where the nodes' ranks are not consecutive (mapping by node),
- * and Allgatherv: the same three steps on a device temporary that holds the
- * blocks node by node (each node's in its ranks' order), then one copy per
- * block into its place in the receive buffer (rank q's block: counts[q]
- * elements at displs[q]). Only for a receive datatype whose elements lie
- * back to back (the same answer on every rank: the type signatures match);
- * otherwise every rank declines alike. */
-static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                                   const gw_coll_region_t r[GW_REGION_COUNT], const int *counts,
-                                   const int *displs)
+/* Allgather and Allgatherv (the file's header): rank q's block is counts[q]
+ * elements at displs[q] in the receive buffer. The temporary takes only a
+ * receive datatype whose elements lie back to back (the same answer on
+ * every rank: the type signatures match); otherwise every rank declines
+ * alike. */
+static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                          const gw_coll_region_t r[GW_REGION_COUNT], const int *counts,
+                          const int *displs)
 {
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const int size = ompi_comm_size(a->comm), me = ompi_comm_rank(a->comm);
@@ -344,13 +263,12 @@ static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_a
     size_t tsize = 0;
     ompi_datatype_get_extent(a->rdtype, &lb, &extent);
     ompi_datatype_type_size(a->rdtype, &tsize);
-    if (0 != lb || (size_t)extent != tsize) return GW_COLL_DECLINED;
     int nnodes = 0;
     for (int q = 0; q < size; ++q) {
         if (m->hier_where[2 * q] + 1 > nnodes) nnodes = m->hier_where[2 * q] + 1;
     }
-    /* Per rank, where its block starts in the temporary (elements); per
-     * node, where its run starts and how long it is. */
+    /* Per rank, where its block starts in the node-by-node layout (elements);
+     * per node, where its run starts and how long it is. */
     int64_t *at = malloc(sizeof(int64_t) * (size_t)size);
     int64_t *run_at = calloc(3 * ((size_t)nnodes + 1), sizeof(int64_t));
     int *ncounts = malloc(2 * sizeof(int) * (size_t)size);
@@ -369,45 +287,58 @@ static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_a
     }
     /* Inside a run, the node's ranks in their order there (node rank i is
      * the node's i-th rank in the communicator). */
+    bool in_place_layout = true;
     for (int q = 0; q < size; ++q) {
         const int l = m->hier_where[2 * q];
         at[q] = run_at[l] + fill[l];
         fill[l] += counts[q];
+        in_place_layout = in_place_layout && at[q] == displs[q];
     }
     int rc = OMPI_SUCCESS;
-    /* Every count the steps pass is an int. */
-    if (total > INT_MAX) rc = GW_COLL_DECLINED;
+    /* Every count the steps pass is an int; the temporary's blocks are dense. */
+    if (total > INT_MAX || (!in_place_layout && (0 != lb || (size_t)extent != tsize))) {
+        rc = GW_COLL_DECLINED;
+    }
     char why[256];
     gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
     const int gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
-    if (OMPI_SUCCESS == rc &&
-        0 != gw_coll_scratch_get((size_t)total * tsize + 1, gpu, &tmp, why, sizeof(why))) {
-        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    char *t = a->rbuf;
+    if (OMPI_SUCCESS == rc && !in_place_layout) {
+        if (0 != gw_coll_scratch_get((size_t)total * tsize + 1, gpu, &tmp, why, sizeof(why))) {
+            opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
+            rc = OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        t = tmp.ptr;
     }
-    char *t = tmp.ptr;
     const int mine = m->hier_where[2 * me];
-    /* 1. Inside the node, into the node's run of the temporary. */
+    char *run = t + run_at[mine] * (int64_t)extent;
+    /* 1. Inside the node, into the node's run (in place where the run is
+     * the receive buffer: this rank's block is already there). */
     if (OMPI_SUCCESS == rc) {
         const void *send = a->sbuf;
         int scount = a->scount;
         struct ompi_datatype_t *sdtype = a->sdtype;
-        if (MPI_IN_PLACE == send) {
+        if (MPI_IN_PLACE == send && !in_place_layout) {
             send = (const char *)a->rbuf + (ptrdiff_t)displs[me] * extent;
             scount = counts[me];
             sdtype = a->rdtype;
         }
-        const int nn = ompi_comm_size(node);
-        int *nc = ncounts, *nd = ncounts + size;
-        for (int q = 0, i = 0; q < size && i < nn; ++q) {
-            if (m->hier_where[2 * q] != mine) continue;
-            nc[i] = counts[q];
-            nd[i] = (int)(at[q] - run_at[mine]);
-            ++i;
+        if (GW_COLL_ALLGATHER == a->id) {
+            /* The NVLink kernels take Allgather, not Allgatherv. */
+            rc = node->c_coll->coll_allgather(send, scount, sdtype, run, a->rcount, a->rdtype,
+                                              node, node->c_coll->coll_allgather_module);
+        } else {
+            const int nn = ompi_comm_size(node);
+            int *nc = ncounts, *nd = ncounts + size;
+            for (int q = 0, i = 0; q < size && i < nn; ++q) {
+                if (m->hier_where[2 * q] != mine) continue;
+                nc[i] = counts[q];
+                nd[i] = (int)(at[q] - run_at[mine]);
+                ++i;
+            }
+            rc = node->c_coll->coll_allgatherv(send, scount, sdtype, run, nc, nd, a->rdtype, node,
+                                               node->c_coll->coll_allgatherv_module);
         }
-        rc = node->c_coll->coll_allgatherv(send, scount, sdtype, t + run_at[mine] * (int64_t)tsize,
-                                           nc, nd, a->rdtype, node,
-                                           node->c_coll->coll_allgatherv_module);
     }
     /* 2. Among the first ranks, each node's run in place. */
     if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && NULL != leaders &&
@@ -426,8 +357,8 @@ static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_a
         rc = node->c_coll->coll_bcast(t, (int)total, a->rdtype, 0, node,
                                       node->c_coll->coll_bcast_module);
     }
-    /* 4. Each block to its rank's place. */
-    if (OMPI_SUCCESS == rc) {
+    /* 4. From the temporary, each block to its rank's place. */
+    if (OMPI_SUCCESS == rc && !in_place_layout) {
         uint64_t ticket = 0;
         bool queued = false;
         int err = 0;
@@ -451,10 +382,9 @@ static int hier_allgather_gathered(mca_coll_gpuwire_module_t *m, const gw_coll_a
     return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
 }
 
-/* Allgather by the gathered form: every rank's block the same size, in rank
- * order. */
-static int hier_allgather_by_node(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                                  const gw_coll_region_t r[GW_REGION_COUNT])
+/* Allgather: every rank's block rcount elements, in rank order. */
+static int hier_allgather_blocks(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                                 const gw_coll_region_t r[GW_REGION_COUNT])
 {
     const int size = ompi_comm_size(a->comm);
     int *cd = malloc(2 * sizeof(int) * (size_t)size);
@@ -463,7 +393,7 @@ static int hier_allgather_by_node(mca_coll_gpuwire_module_t *m, const gw_coll_ar
         cd[q] = a->rcount;
         cd[size + q] = q * a->rcount; /* at most size * rcount (accepts) */
     }
-    const int rc = hier_allgather_gathered(m, a, r, cd, cd + size);
+    const int rc = hier_allgather(m, a, r, cd, cd + size);
     free(cd);
     return rc;
 }
@@ -481,10 +411,8 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         }
     }
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
-    if (GW_COLL_ALLGATHER == a->id) {
-        return m->hier_blocked ? hier_allgather(m, a) : hier_allgather_by_node(m, a, r);
-    }
-    if (GW_COLL_ALLGATHERV == a->id) return hier_allgather_gathered(m, a, r, a->rcounts, a->rdispls);
+    if (GW_COLL_ALLGATHER == a->id) return hier_allgather_blocks(m, a, r);
+    if (GW_COLL_ALLGATHERV == a->id) return hier_allgather(m, a, r, a->rcounts, a->rdispls);
 
     struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
     const bool leader = 0 == ompi_comm_rank(node);
