@@ -167,9 +167,6 @@ typedef struct {
     int nvl_state;
     struct gw_coll_team *nvl_team;
     struct gw_nvl_setup *nvl_setup; /* while the team is being set up */
-    /* Requests initiated during the set-up: while there are any, their
-     * progress (under the requests' lock) drives it, and nothing else may. */
-    int nvl_setup_jobs;
     /* Non-blocking calls given to the team, and how many of them have been
      * launched: they launch in initiation order, each once every rank has
      * initiated it, and a blocking call waits until none is left unlaunched. */

@@ -159,7 +159,6 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
 {
     setup_free(m->nvl_setup);
     m->nvl_setup = NULL;
-    __atomic_store_n(&m->nvl_setup_jobs, 0, __ATOMIC_RELEASE);
     if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
     m->nvl_team = NULL;
     m->nvl_state = NVL_UNKNOWN;
@@ -303,7 +302,6 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
                          gw_coll_ipc_shared() ? "pml gpuwire's cache" : "a cache of their own");
     setup_free(st);
     m->nvl_setup = NULL;
-    __atomic_store_n(&m->nvl_setup_jobs, 0, __ATOMIC_RELEASE);
     m->nvl_state = NVL_READY;
 }
 
@@ -392,7 +390,12 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * it, possibly from another thread; only if none got a request does it
      * end here. */
     while (NVL_SETTING_UP == m->nvl_state) {
-        if (0 == __atomic_load_n(&m->nvl_setup_jobs, __ATOMIC_ACQUIRE)) setup_progress(m, comm);
+        /* During a set-up no call launches: calls issued and not launched
+         * are requests waiting for it. */
+        if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) ==
+            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
+            setup_progress(m, comm);
+        }
         if (NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
     if (NVL_UNKNOWN == m->nvl_state) {
@@ -548,7 +551,6 @@ typedef struct {
     mca_coll_gpuwire_module_t *m;
     gw_coll_args_t args;
     gw_coll_region_t r[GW_REGION_COUNT];
-    gw_coll_team_call_t c;
     gw_coll_temps_t tmp;
     uint64_t order; /* 1 + how many of the team's non-blocking calls were initiated before */
     uint64_t ticket;
@@ -592,8 +594,8 @@ static int nvl_job_launch(nvl_job_t *j)
         return nvl_job_failed(j, why);
     }
     relocate(&p, j->r, &j->tmp);
-    j->c = team_call_of(&j->args, &p);
-    if (0 != gw_coll_team_start(j->m->nvl_team, &j->c, &j->ticket, why, sizeof(why))) {
+    const gw_coll_team_call_t c = team_call_of(&j->args, &p);
+    if (0 != gw_coll_team_start(j->m->nvl_team, &c, &j->ticket, why, sizeof(why))) {
         return nvl_job_failed(j, why);
     }
     return OMPI_SUCCESS;
@@ -686,10 +688,8 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * team, no call launches, and the blocking ones never look again. */
     const bool ready = NVL_READY == m->nvl_state;
     const uint64_t order = j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
-    if (!ready) __atomic_fetch_add(&m->nvl_setup_jobs, 1, __ATOMIC_ACQ_REL);
     rc = gw_coll_nb_job(m, a, r, &nvl_job_ops, j, !ready, request); /* j is the request's now */
     if (OMPI_SUCCESS != rc) {
-        if (!ready) __atomic_fetch_sub(&m->nvl_setup_jobs, 1, __ATOMIC_ACQ_REL);
         /* The newest of the team's calls (collectives on one communicator
          * are initiated one at a time): its place goes back. */
         __atomic_store_n(&m->nvl_nb_issued, order - 1, __ATOMIC_RELEASE);
