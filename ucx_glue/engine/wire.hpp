@@ -14,7 +14,8 @@
 //   src_rank sender's rank in that context (< 2^20)
 //   tag      MPI tag; negative tags are Open MPI's internal ones. A receive
 //            for any tag matches only tags whose bit 23 is clear. Internal
-//            tags below the field's range fold back into it (fold_tag).
+//            tags below the field's range are folded into it on entry
+//            (fold_tag).
 //
 // A receive never masks D: device descriptors and host payloads of one
 // sender are matched in the one order UCX keeps per endpoint, which is MPI's
@@ -67,7 +68,8 @@ static_assert(kTagBits + kRankBits + kCtxBits == 63);
 // blocking tags, the communicator's CID agreement near -31080). Two tags
 // 2^23 - 2^16 apart then share a value, which matters only for two of
 // libnbc's collectives that many calls apart in flight at once on one
-// communicator.
+// communicator. The engine's entry points fold (capi.cpp), so every tag
+// inside the engine, its own queues' included, is in the field's range.
 constexpr int32_t kMinTag = -(1 << (kTagBits - 1));
 constexpr int32_t kFoldTop = -(1 << 16);
 constexpr int32_t fold_tag(int32_t tag)
@@ -79,7 +81,6 @@ constexpr int32_t fold_tag(int32_t tag)
 
 constexpr uint64_t make_send_tag(uint32_t ctx, int32_t rank, int32_t tag)
 {
-    tag = fold_tag(tag); // the engine's entry points fold already: a no-op then
     return (uint64_t(ctx) << (kTagBits + kRankBits)) |
            (uint64_t(uint32_t(rank)) << kTagBits & kRankMask) | (uint64_t(uint32_t(tag)) & kTagMask);
 }
@@ -97,7 +98,7 @@ constexpr void make_recv_tag(uint32_t ctx, int32_t source, int32_t tag, bool any
     if (any_tag) {
         out_mask |= kTagSignBit; // tag >= 0
     } else {
-        out_tag |= uint64_t(uint32_t(fold_tag(tag))) & kTagMask;
+        out_tag |= uint64_t(uint32_t(tag)) & kTagMask;
         out_mask |= kTagMask;
     }
 }
