@@ -60,6 +60,13 @@ inline Status drv_check(CUresult r, const char* call) {
 cudaError_t launch_write_value64(cudaStream_t stream, unsigned long long* device_ptr,
                                  unsigned long long value);
 
+// Enqueues on `stream` (of `device`), behind the work submitted to it, the
+// write of `value` into a pinned, device-mapped counter (its device address):
+// cuStreamWriteValue64 where `memop`, else the one-thread kernel. The
+// completion signal of TrackedStream and of the NVLink teams.
+Status enqueue_write_value64(void* stream, int device, uint64_t* device_ptr, uint64_t value,
+                             bool memop);
+
 #endif  // GPUWIRE_HAVE_CUDA
 
 }  // namespace gpuwire::cuda

@@ -175,15 +175,7 @@ Result<uint64_t> NvlTeam::launch(gw_nvl_call_t call) {
 }
 
 Status NvlTeam::signal(uint64_t ticket) {
-  if (memop_) {
-    return drv_check(Driver::instance().entry_points()->cuStreamWriteValue64(
-                         static_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(done_device_),
-                         ticket, CU_STREAM_WRITE_VALUE_DEFAULT),
-                     "cuStreamWriteValue64");
-  }
-  return rt_check(launch_write_value64(static_cast<cudaStream_t>(stream_),
-                                       reinterpret_cast<unsigned long long*>(done_device_), ticket),
-                  "write_value64<<<1,1>>>");
+  return enqueue_write_value64(stream_, device_, done_device_, ticket, memop_);
 }
 
 Result<bool> NvlTeam::finished(uint64_t ticket, bool query) {

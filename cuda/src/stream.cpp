@@ -106,22 +106,24 @@ Result<float> Event::elapsed_ms(const Event& start, const Event& end) {
   return ms;
 }
 
+Status enqueue_write_value64(void* stream, int device, uint64_t* device_ptr, uint64_t value,
+                             bool memop) {
+  if (memop) {
+    return drv_check(Driver::instance().entry_points()->cuStreamWriteValue64(
+                         static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_ptr),
+                         value, CU_STREAM_WRITE_VALUE_DEFAULT),
+                     "cuStreamWriteValue64");
+  }
+  DeviceGuard guard(device);
+  if (!guard.status()) return guard.status();
+  return rt_check(launch_write_value64(static_cast<cudaStream_t>(stream),
+                                       reinterpret_cast<unsigned long long*>(device_ptr), value),
+                  "write_value64<<<1,1>>>");
+}
+
 Result<uint64_t> TrackedStream::mark() {
   const uint64_t ticket = issued_ + 1;
-  Status s;
-  if (memop_) {
-    s = drv_check(Driver::instance().entry_points()->cuStreamWriteValue64(
-                      handle(), reinterpret_cast<CUdeviceptr>(device_counter_), ticket,
-                      CU_STREAM_WRITE_VALUE_DEFAULT),
-                  "cuStreamWriteValue64");
-  } else {
-    DeviceGuard guard(device());
-    s = guard.status();
-    if (s)
-      s = rt_check(launch_write_value64(handle(), reinterpret_cast<unsigned long long*>(device_counter_),
-                                        ticket),
-                   "write_value64<<<1,1>>>");
-  }
+  Status s = enqueue_write_value64(handle(), device(), device_counter_, ticket, memop_);
   if (!s) return detail::log_status(LogLevel::error, "TrackedStream::mark", s);
   issued_ = ticket;
   return ticket;
