@@ -4,15 +4,19 @@
  *   coll_gpuwire_gpus              GPUs it handles (0: no GPU)
  *   coll_gpuwire_passthrough_calls collectives handed on unchanged
  *   coll_gpuwire_staged_calls      collectives staged through host memory
- *   coll_gpuwire_device_calls      reductions run on the GPU
+ *   coll_gpuwire_device_calls      calls run on the GPU over point-to-point
+ *   coll_gpuwire_nvlink_calls      blocking calls run by the NVLink kernels
+ *   coll_gpuwire_nvlink_nb_calls   non-blocking calls run by the NVLink kernels
  *
  * Every provided collective on host buffers must pass through, exactly once
  * each, and none may be staged. Built with CUDA (GW_COLL_DEVICE), the
  * component's GPU count must equal what the CUDA runtime sees (0 here means
  * "no GPU" agreed on both sides), and where there are GPUs the same calls on
- * device buffers must be staged or, for the five blocking reductions (int
- * sum: a kernel applies, pml gpuwire carries device buffers), run on the
- * GPU, exactly once each.
+ * device buffers must each be counted exactly once: the eight blocking calls
+ * that have a GPU algorithm (the five reductions, int sum: a kernel applies;
+ * Bcast, Allgather, Alltoall; pml gpuwire carries device buffers) on the GPU,
+ * over point-to-point or, where an NVLink team forms, by its kernels; the
+ * other six staged, except the non-blocking forms a team runs.
  *
  *   coll_status [nogpu]     nogpu: the component must report 0 GPUs
  */
@@ -36,7 +40,7 @@ static MPI_T_pvar_handle pvar(const char *name, int var_class)
 
 static unsigned long long read_pvar(MPI_T_pvar_handle h) { return coll_pvar_read(session, h); }
 
-enum { NCALLS = 14, NREDUCTIONS = 5 };
+enum { NCALLS = 14, NGPU = 8 };
 
 /* Fourteen provided collectives, every one counted once. */
 static void run_collectives(int *a, int *b, int n, MPI_Comm comm)
@@ -80,6 +84,8 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle pass_h = pvar("coll_gpuwire_passthrough_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle staged_h = pvar("coll_gpuwire_staged_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle device_h = pvar("coll_gpuwire_device_calls", MPI_T_PVAR_CLASS_COUNTER);
+    MPI_T_pvar_handle nvl_h = pvar("coll_gpuwire_nvlink_calls", MPI_T_PVAR_CLASS_COUNTER);
+    MPI_T_pvar_handle nvl_nb_h = pvar("coll_gpuwire_nvlink_nb_calls", MPI_T_PVAR_CLASS_COUNTER);
 
     const unsigned long long gpus = read_pvar(gpus_h);
     if (expect_no_gpu) MT_CHECK_EQ(gpus, 0);
@@ -111,12 +117,15 @@ int main(int argc, char **argv)
             p0 = read_pvar(pass_h);
             s0 = read_pvar(staged_h);
             d0 = read_pvar(device_h);
+            const unsigned long long v0 = read_pvar(nvl_h), w0 = read_pvar(nvl_nb_h);
             run_collectives(da, db, n, MPI_COMM_WORLD);
             p1 = read_pvar(pass_h);
             s1 = read_pvar(staged_h);
             d1 = read_pvar(device_h);
-            MT_CHECK_EQ(s1 - s0, NCALLS - NREDUCTIONS);
-            MT_CHECK_EQ(d1 - d0, NREDUCTIONS);
+            const unsigned long long v1 = read_pvar(nvl_h), w1 = read_pvar(nvl_nb_h);
+            MT_CHECK_EQ((d1 - d0) + (v1 - v0), NGPU);
+            MT_CHECK_EQ((s1 - s0) + (w1 - w0), NCALLS - NGPU);
+            MT_CHECK(w1 - w0 <= 3); /* Iallreduce, Ibcast, Iallgather at most */
             MT_CHECK_EQ(p1 - p0, 0);
             cudaFree(da);
             cudaFree(db);
@@ -133,6 +142,8 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle_free(session, &pass_h);
     MPI_T_pvar_handle_free(session, &staged_h);
     MPI_T_pvar_handle_free(session, &device_h);
+    MPI_T_pvar_handle_free(session, &nvl_h);
+    MPI_T_pvar_handle_free(session, &nvl_nb_h);
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
     return mt_finish();
