@@ -62,6 +62,7 @@ typedef struct {
     size_t shared_staging_min;  /* ... from this size */
     size_t shared_staging_bytes; /* this process's shared slots */
     bool shared_staging_host;   /* ... also host messages to a receiver into GPU memory */
+    size_t bounce_to_host_max;  /* ... and small device messages into host from a bounce buffer */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

@@ -151,10 +151,19 @@ static const struct {
      "node, go through the slots too: host messages its receives take into GPU memory (one "
      "CPU copy into a slot, one DMA out of it, instead of UCX's copy into host memory and a "
      "second copy up), and device messages its receives take into pageable host memory "
-     "(instead of CUDA IPC and a copy through pinned chunks). The receiver says so after the "
-     "first such message; a transfer it takes the other way switches the sender back",
+     "(instead of CUDA IPC and a copy through pinned chunks); small device messages to "
+     "such a receiver go as host messages from a pinned bounce buffer "
+     "(pml_gpuwire_bounce_to_host_max). The receiver says so after the first such message; "
+     "a message it takes the other way switches the sender back",
      MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
      &mca_pml_gpuwire_params.shared_staging_host},
+    {"bounce_to_host_max",
+     "With pml_gpuwire_shared_staging_host: device messages up to this size (and below "
+     "pml_gpuwire_shared_staging_min) to a process of this node whose receives take them into "
+     "pageable host memory go as host messages from a pinned bounce buffer instead of CUDA "
+     "IPC; 0 never",
+     MCA_BASE_VAR_TYPE_SIZE_T, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
+     &mca_pml_gpuwire_params.bounce_to_host_max},
 };
 
 static int component_register(void);
@@ -190,6 +199,7 @@ mca_pml_gpuwire_params_t mca_pml_gpuwire_params = {
     .shared_staging_min = (size_t)32 << 10,
     .shared_staging_bytes = (size_t)32 << 20,
     .shared_staging_host = true,
+    .bounce_to_host_max = 4096,
 };
 
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
@@ -263,6 +273,8 @@ static int component_open(void)
         {"pml_gpuwire_shared_staging_bytes", GW_PARAM_SIZE,
          &mca_pml_gpuwire_params.shared_staging_bytes, 1, (int64_t)1 << 40,
          "set pml_gpuwire_shared_staging 0 to switch the shared staging slots off"},
+        {"pml_gpuwire_bounce_to_host_max", GW_PARAM_SIZE,
+         &mca_pml_gpuwire_params.bounce_to_host_max, 0, GW_PARAM_MAX_MESSAGE, NULL},
     };
     if (gw_params_check("pml:gpuwire", ranges, sizeof(ranges) / sizeof(ranges[0])) != 0) {
         return OMPI_ERR_BAD_PARAM;

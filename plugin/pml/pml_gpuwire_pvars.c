@@ -63,6 +63,11 @@ static const struct {
           "their receiver on this node takes them into pageable host memory "
           "(pml_gpuwire_shared_staging_host)",
           shared_to_host_sends),
+    COUNTER("bounce_to_host_sends",
+          "Device messages below pml_gpuwire_shared_staging_min sent from a pinned bounce buffer "
+          "as host messages instead of CUDA IPC because their receiver on this node takes them "
+          "into pageable host memory (pml_gpuwire_shared_staging_host)",
+          bounce_to_host_sends),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

@@ -4,6 +4,9 @@
 //   - pinned H2D / D2H bandwidth
 //   - completion: TrackedStream::mark + reached vs event record + query
 //   - MemoryClassifier cost per call: host/device, cache hit/miss
+//   - what a small device message pays besides its copy: waiting for the
+//     idle legacy default stream, an interprocess event's record there and
+//     a stream's wait on an event, a DeviceGuard switch
 // Usage: cuda_floor_bench [reps]   (prints a table; exits 77 without a GPU)
 #include <algorithm>
 #include <chrono>
@@ -14,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpuwire/cuda/driver.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
 #include "gpuwire/cuda/stream.hpp"
 
@@ -140,6 +144,40 @@ int main(int argc, char** argv) {
     row("cudaEventQuery on finished work", time_us(g_reps, [&] { (void)cudaEventQuery(ev); }), "us");
     row("TrackedStream::reached (one load)", ns_per_call(100000, [&] { (void)ts->reached(1); }) / 1000, "us");
     cudaEventDestroy(ev);
+  }
+
+  // Per-message costs besides the copy (the legacy default stream idle).
+  {
+    check(cudaDeviceSynchronize(), "sync");
+    row("cudaStreamSynchronize(legacy), idle", time_us(g_reps, [&] {
+          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
+        }), "us");
+    row("cudaStreamQuery(legacy), idle", time_us(g_reps, [&] {
+          check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
+        }), "us");
+    cudaEvent_t ipc;
+    check(cudaEventCreateWithFlags(&ipc, cudaEventDisableTiming | cudaEventInterprocess), "ipc event");
+    cudaIpcEventHandle_t h;
+    check(cudaIpcGetEventHandle(&h, ipc), "cudaIpcGetEventHandle");
+    row("cudaEventRecord(interprocess event, legacy)", time_us(g_reps, [&] {
+          check(cudaEventRecord(ipc, cudaStreamLegacy), "record");
+        }), "us");
+    check(cudaDeviceSynchronize(), "sync");
+    row("cudaStreamWaitEvent(stream, interprocess event), issue", time_us(g_reps, [&] {
+          check(cudaStreamWaitEvent(s, ipc, 0), "wait");
+        }), "us");
+    check(cudaStreamSynchronize(s), "sync");
+    row("8 B H2D after a wait on an interprocess event + sync", time_us(g_reps, [&] {
+          check(cudaEventRecord(ipc, cudaStreamLegacy), "record");
+          check(cudaStreamWaitEvent(s, ipc, 0), "wait");
+          check(cudaMemcpyAsync(d8, h8, 8, cudaMemcpyHostToDevice, s), "memcpy");
+          check(cudaStreamSynchronize(s), "sync");
+        }), "us");
+    check(cudaEventDestroy(ipc), "destroy");
+    row("DeviceGuard on the current device", time_us(g_reps, [&] {
+          DeviceGuard g(0);
+          (void)g;
+        }), "us");
   }
 
   // The classifier.

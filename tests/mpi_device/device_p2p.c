@@ -218,6 +218,68 @@ static void truncation(void)
     }
 }
 
+/* Small device messages to a receiver that takes them into pageable host
+ * memory go as host messages from a pinned bounce buffer once it has said so
+ * (pml_gpuwire_bounce_to_host_sends), and back through CUDA IPC
+ * (pml_gpuwire_ipc_sends) once it takes them into GPU memory again. The
+ * receiver's word is an active message: each phase sends 8-byte messages,
+ * every one checked, until rank 0's counter moves (at most 50). Needs MPI_T
+ * (GW_TEST_EXPECT_PVARS set). */
+static void small_to_host_and_back(void)
+{
+    const int peer = mt_size - 1;
+    MPI_T_pvar_session se;
+    MPI_T_pvar_handle h[2];
+    const char *names[2] = {"pml_gpuwire_bounce_to_host_sends", "pml_gpuwire_ipc_sends"};
+    if (mt_rank == 0) {
+        MT_CHECK_EQ(MPI_T_pvar_session_create(&se), MPI_SUCCESS);
+        for (int i = 0; i < 2; ++i) {
+            int idx = find_pvar(names[i]), count = 0;
+            MT_CHECK(idx >= 0);
+            MT_CHECK_EQ(MPI_T_pvar_handle_alloc(se, idx, NULL, &h[i], &count), MPI_SUCCESS);
+        }
+    }
+    void *s = alloc_kind(K_DEVICE, 8);
+    for (int phase = 0; phase < 2; ++phase) {
+        /* 0: into pageable host memory, counted by h[0]; 1: into GPU memory, h[1]. */
+        const enum kind rk = phase == 0 ? K_HOST : K_DEVICE;
+        void *d = alloc_kind(rk, 8);
+        unsigned long long before = 0, now = 0;
+        if (mt_rank == 0) MPI_T_pvar_read(se, h[phase], &before);
+        int moved = 0, round = 0;
+        for (; round < 50 && !moved; ++round) {
+            const unsigned seed = 4000 + 100 * phase + round;
+            if (mt_rank == 0) {
+                put_pattern(K_DEVICE, s, 8, seed);
+                MT_CHECK_MPI(MPI_Send(s, 8, MPI_BYTE, peer, 11, MPI_COMM_WORLD));
+            } else if (mt_rank == peer) {
+                MT_CHECK_MPI(MPI_Recv(d, 8, MPI_BYTE, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                long bad = check_pattern(d, 8, seed);
+                if (bad >= 0)
+                    mt_fail(__FILE__, __LINE__, "phase %d round %d: byte %ld wrong", phase,
+                            round, bad);
+            }
+            if (mt_rank == 0) {
+                MPI_T_pvar_read(se, h[phase], &now);
+                moved = now > before;
+            }
+            /* A reduction: rank 0 receives, so its progress takes the hint. */
+            MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &moved, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        }
+        if (mt_rank == 0 && !moved)
+            mt_fail(__FILE__, __LINE__, "%s did not count in 50 messages into %s memory",
+                    names[phase], kind_name[rk]);
+        if (mt_rank == 0) printf("8 B device -> %s: %s counted at message %d\n", kind_name[rk],
+                                 names[phase], round);
+        free_kind(rk, d);
+    }
+    free_kind(K_DEVICE, s);
+    if (mt_rank == 0) {
+        for (int i = 0; i < 2; ++i) MPI_T_pvar_handle_free(se, &h[i]);
+        MPI_T_pvar_session_free(&se);
+    }
+}
+
 /* GW_TEST_EXPECT_PVARS="R:name,R:name ..." (commas or spaces): on rank R (a
  * number, or "last": the receiver of the exchanges; rank 0 sends them) the
  * counter pvar name must have counted during the run, e.g.
@@ -304,6 +366,10 @@ int main(int argc, char **argv)
     many_outstanding();
     MPI_Barrier(MPI_COMM_WORLD);
     truncation();
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* Only where the receiver's hints are on (pml_gpuwire_ipc and
+     * _shared_staging_host, the defaults). */
+    if (use_mpit && getenv("GW_TEST_SMALL_TO_HOST")) small_to_host_and_back();
     if (use_mpit) {
         expect_close();
         MPI_T_finalize();

@@ -51,6 +51,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->shared_staging_min = size_t{32} << 10;
     params->shared_staging_bytes = size_t{32} << 20;
     params->shared_staging_host = 1;
+    params->bounce_to_host_max = 4096;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

@@ -547,6 +547,15 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             // beat its copy out of the CUDA IPC mapping through pinned chunks.
             proto = Protocol::staged;
             ++stats_.shared_to_host_sends;
+        } else if (proto == Protocol::ipc && peers_[peer].into_host &&
+                   params_.shared_staging_host && len <= params_.bounce_to_host_max &&
+                   len < params_.shared_staging_min) [[unlikely]] {
+            // Small, to the same receiver: one DMA into a pinned bounce buffer
+            // on a stream ordered after the application's work, sent as a host
+            // message (eager), beats the export, the receiver's copy out of
+            // the mapping and its acknowledgement.
+            proto = Protocol::staged;
+            ++stats_.bounce_to_host_sends;
         }
         // Another process (or UCX, on its own streams) reads this memory.
         if (proto == Protocol::ipc || proto == Protocol::ucx_device) order_after_user(device);
@@ -777,7 +786,13 @@ ucs_status_t Engine::on_kind_hint(void *arg, const void *header, size_t header_l
         return UCS_OK;
     }
     Peer &p = e->peers_[h.src_peer];
-    (h.into == kHintIntoDevice ? p.into_device : p.into_host) = true;
+    if (h.into == kHintIntoDevice) {
+        // Its receives land in GPU memory: CUDA IPC again for device messages.
+        p.into_device = true;
+        p.into_host = false;
+    } else {
+        p.into_host = true;
+    }
     return UCS_OK;
 }
 
@@ -794,6 +809,7 @@ void Engine::hint_kind(uint32_t peer, uint32_t into)
     bool &hinted = into == kHintIntoDevice ? peers_[peer].hinted_device : peers_[peer].hinted_host;
     if (hinted) return;
     hinted = true;
+    if (into == kHintIntoHost) hinted_host_any_ = true;
     pending_hints_.push_back(PendingHint{peer, into});
 }
 
@@ -1054,10 +1070,20 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     } else if (op->device >= 0) {
         ++stats_.device_recvs;
         uint32_t from;
-        if (length >= params_.shared_staging_min && params_.peer_of_rank &&
+        if ((length >= params_.shared_staging_min || hinted_host_any_) && params_.peer_of_rank &&
             params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
-                                 &from) == 0) [[unlikely]]
-            hint_kind(from, kHintIntoDevice);
+                                 &from) == 0 && from < peers_.size()) [[unlikely]] {
+            if (peers_[from].hinted_host) {
+                // That peer may stage its small device messages because we
+                // took them into host memory (KindHint); this one landed in GPU
+                // memory: the hint into GPU memory sends it back to CUDA IPC.
+                peers_[from].hinted_host = false;
+                peers_[from].hinted_device = false;
+                hint_kind(from, kHintIntoDevice);
+            } else if (length >= params_.shared_staging_min) {
+                hint_kind(from, kHintIntoDevice);
+            }
+        }
         // From a pinned landing one DMA; from the heap through pinned chunks.
         cuda::Status s =
             op->pinned ? dev_->copy_sync(op->buf, op->landing, length, op->device)
@@ -1115,8 +1141,10 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
     // Pageable host memory takes the copy through pinned chunks; GPU memory
     // and pinned host memory take one DMA.
     const bool pageable = op->device < 0 && !op->host_pinned;
-    if (pageable && blob.length >= params_.shared_staging_min) [[unlikely]]
-        hint_kind(peer, kHintIntoHost); // the shared slots do this faster
+    // The shared slots (from shared_staging_min) and a pinned bounce buffer
+    // at the sender (below) do this faster.
+    if (pageable) [[unlikely]]
+        hint_kind(peer, kHintIntoHost);
     if (pageable || blob.length <= path_.ipc_sync_max) {
         // Into pageable host memory, or small: copy and wait now; a
         // synchronize is the cheapest wait for one copy.

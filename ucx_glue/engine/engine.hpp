@@ -266,8 +266,9 @@ private:
         ucp_ep_h ep = nullptr;
         bool failed = false;
         // Sender side (its KindHint): this peer takes our large host
-        // messages into GPU memory, or our large device messages into
-        // pageable host memory; they go through the shared slots.
+        // messages into GPU memory, or our device messages into pageable
+        // host memory; they go through the shared slots (small device ones
+        // through a pinned bounce buffer as host messages).
         bool into_device = false;
         bool into_host = false;
         // Receiver side: a KindHint of that kind was sent to this peer and
@@ -443,6 +444,9 @@ private:
         uint32_t into;
     };
     std::vector<PendingHint> pending_hints_; // KindHints owed
+    // Some peer was ever sent kHintIntoHost: host messages into GPU memory
+    // then look up their sender (it may stage small device messages to us).
+    bool hinted_host_any_ = false;
     std::vector<gw_request_t *> done_;
     size_t done_head_ = 0;
     gw_engine_stats_t stats_{};

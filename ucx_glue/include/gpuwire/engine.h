@@ -193,8 +193,12 @@ typedef struct {
      * GPU memory (one memcpy in, one DMA out), device messages its receives
      * take into pageable host memory (instead of CUDA IPC). The receiver
      * tells the sender after such a message came the usual way; a transfer
-     * it takes the other way switches the sender back. */
+     * it takes the other way switches the sender back. Device messages of at
+     * most bounce_to_host_max bytes (below shared_staging_min) to such a
+     * receiver into pageable host memory go as host messages from a pinned
+     * bounce buffer. */
     int shared_staging_host;
+    size_t bounce_to_host_max;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -309,6 +313,10 @@ typedef struct {
     /* device messages sent through the shared staging slots instead of CUDA
      * IPC (their receiver takes them into pageable host memory) */
     uint64_t shared_to_host_sends;
+    /* device messages below shared_staging_min sent from a pinned bounce
+     * buffer as host messages instead of CUDA IPC (their receiver takes them
+     * into pageable host memory) */
+    uint64_t bounce_to_host_sends;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
