@@ -3,11 +3,12 @@
 # osu_allreduce / osu_bcast / osu_allgather (-d cuda) under pml gpuwire + coll
 # gpuwire, and bench/nccl_ref.py (PyTorch's NCCL, one process per GPU) on the
 # same sizes. Prints a table with the ratios; raw output in <out>/coll.txt.
-# Then osu_iallreduce with the NVLink kernels and staged, and their ratio.
+# Then osu_iallreduce by default, over the GPU ring alone and staged.
 # The NCCL figures come from PyTorch's Python API: its per-call overhead
 # makes small-message NCCL latency look higher than nccl-tests' (C) figures.
 #   ci/gpu_coll_bench.sh <build dir> <out dir> [max bytes, default 256 MiB]
-#   GPU_COLL_EXTRA: more mpirun arguments for the gpuwire runs.
+#   GPU_COLL_EXTRA: more mpirun arguments for the gpuwire runs;
+#   GPU_COLL_NB_MAX: largest osu_iallreduce size (default 64 MiB).
 set -uo pipefail
 BUILD=$1
 OUT=$2
@@ -65,32 +66,39 @@ awk -v np="$NP" '
         }
     }' /tmp/coll_nccl.txt /tmp/coll_allreduce.txt /tmp/coll_bcast.txt /tmp/coll_allgather.txt
 
-# Non-blocking Allreduce: the NVLink kernels up to the one-shot size
-# (coll_gpuwire_nvlink 1) against the same calls staged (0), OSU's "Pure
-# Comm." column (initiation to completion without the emulated compute).
+# Non-blocking Allreduce, OSU's "Pure Comm." column (initiation to completion
+# without the emulated compute): the default (NVLink kernels up to the
+# one-shot size, the GPU ring above), the ring alone (coll_gpuwire_nvlink 0)
+# and staged through host memory (coll_gpuwire_reduce_algorithm staged too).
 NBC=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/collective/non_blocking
 [ -d "$NBC" ] || NBC=$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi/collective  # OSU 7.4
-for v in 1 0; do
-    echo "### osu_iallreduce coll_gpuwire_nvlink $v" >>"$LOG"
+NB_MAX=${GPU_COLL_NB_MAX:-67108864}
+nb_run() { # name, extra mpirun arguments
+    local name=$1
+    shift
+    echo "### osu_iallreduce $name: $*" >>"$LOG"
     if [ -x "$NBC/osu_iallreduce" ]; then
-        timeout 240 $GW --mca coll_gpuwire_nvlink $v "$NBC/osu_iallreduce" -d cuda -m 8:1048576 \
-            -i 200 -x 20 >"/tmp/coll_iallreduce_$v.txt" 2>&1
-        echo "rc=$?" >>"/tmp/coll_iallreduce_$v.txt"
+        timeout 240 $GW "$@" "$NBC/osu_iallreduce" -d cuda -m "8:$NB_MAX" -i 100 -x 10 \
+            >"/tmp/coll_iallreduce_$name.txt" 2>&1
+        echo "rc=$?" >>"/tmp/coll_iallreduce_$name.txt"
     else
-        echo "no $NBC/osu_iallreduce" >"/tmp/coll_iallreduce_$v.txt"
+        echo "no $NBC/osu_iallreduce" >"/tmp/coll_iallreduce_$name.txt"
     fi
-    cat "/tmp/coll_iallreduce_$v.txt" >>"$LOG"
-done
+    cat "/tmp/coll_iallreduce_$name.txt" >>"$LOG"
+}
+nb_run default
+nb_run ring --mca coll_gpuwire_nvlink 0
+nb_run staged --mca coll_gpuwire_nvlink 0 --mca coll_gpuwire_reduce_algorithm staged
 echo
 awk '
     FNR == 1 { file++ }
     $1 ~ /^[0-9]+$/ && NF >= 4 { comm[file, $1] = $4; sizes[$1] = 1 }
     END {
-        printf "| osu_iallreduce bytes | NVLink kernels, pure comm. (us) | staged (us) | staged / NVLink |\n"
-        printf "| --- | --- | --- | --- |\n"
+        printf "| osu_iallreduce bytes | default: NVLink kernels, then the GPU ring (us) | GPU ring only (us) | staged (us) | staged / default |\n"
+        printf "| --- | --- | --- | --- | --- |\n"
         for (b = 8; b <= 1073741824; b *= 4) {
             if (!(b in sizes)) continue
-            a = comm[1, b]; s = comm[2, b]
-            printf "| %d | %s | %s | %s |\n", b, a, s, (a > 0 && s > 0) ? sprintf("%.2f", s / a) : ""
+            a = comm[1, b]; r = comm[2, b]; s = comm[3, b]
+            printf "| %d | %s | %s | %s | %s |\n", b, a, r, s, (a > 0 && s > 0) ? sprintf("%.2f", s / a) : ""
         }
-    }' /tmp/coll_iallreduce_1.txt /tmp/coll_iallreduce_0.txt
+    }' /tmp/coll_iallreduce_default.txt /tmp/coll_iallreduce_ring.txt /tmp/coll_iallreduce_staged.txt

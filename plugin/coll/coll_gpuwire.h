@@ -72,6 +72,7 @@ typedef struct {
     unsigned long long staged_calls;
     unsigned long long staged_bytes;
     unsigned long long device_calls;
+    unsigned long long device_nb_calls;
     unsigned long long nvlink_calls;
     unsigned long long nvlink_nb_calls;
     unsigned long long hier_calls;
@@ -171,6 +172,12 @@ typedef struct {
      * launched: they launch in initiation order, each once every rank has
      * initiated it, and a blocking call waits until none is left unlaunched. */
     uint64_t nvl_nb_issued, nvl_nb_launched;
+
+    /* Non-blocking reductions given to the device ring
+     * (coll_gpuwire_devreduce.c), and how many of them are through with
+     * their messages: they share one tag, so each posts its messages only
+     * after the ones initiated before it are through with theirs. */
+    uint64_t ring_nb_issued, ring_nb_passed;
 
     /* Sub-communicators of the hierarchical collectives (coll_gpuwire_hier.c):
      * this rank's node, and the nodes' first ranks (NULL on the others). */

@@ -236,6 +236,11 @@ static int component_register(void)
                      "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
                      "Alltoall(v) (coll_gpuwire_move_algorithm)",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("device_nb_calls",
+                     "Non-blocking reductions on device buffers run on the GPU over "
+                     "point-to-point (Iallreduce, Ireduce_scatter, Ireduce_scatter_block; counted "
+                     "when their turn comes)",
+                     &mca_coll_gpuwire.device_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nvlink_calls",
                      "Collectives on device buffers run by the NVLink kernels",
                      &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);

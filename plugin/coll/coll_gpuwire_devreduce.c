@@ -46,6 +46,17 @@
  * host algorithm (docs/coll.md). An agreement between ranks would cost a
  * host collective on every host reduction, which the host path must not pay.
  *
+ * Non-blocking forms (Iallreduce, Ireduce_scatter, Ireduce_scatter_block):
+ * the same ring as a job that MPI's progress moves on (gw_coll_nb_job): each
+ * poll posts a step's messages, combines the segments that have arrived and
+ * moves to the next step once the step's messages and kernels are done;
+ * nothing waits for another rank. Their messages carry a tag of their own
+ * (GW_RING_NB_TAG) that no blocking algorithm, Open MPI's included, uses on
+ * the communicator, and on each rank the jobs of a communicator post their
+ * messages one job after the other in initiation order (ring_nb_issued /
+ * ring_nb_passed): every rank's messages of a job then meet the same job's
+ * receives, as the blocking ring's do within one call.
+ *
  * Regions with gaps never reach the ring: the datatypes it accepts are
  * predefined, without padding (table_ids), and the same on every rank
  * (MPI's rule for predefined ops; Open MPI refuses a predefined op on a
@@ -516,11 +527,11 @@ static int run_scan(ctx_t *c, bool exclusive)
 static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    const unsigned reductions = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
-                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
-                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK) |
-                                GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
-    if (!gw_coll_p2p_accepts(a, reductions, mca_coll_gpuwire.reduce_algorithm)) return false;
+    const unsigned rings = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
+                           GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK);
+    const unsigned reductions = rings | GW_COLL_BIT(GW_COLL_REDUCE) | GW_COLL_BIT(GW_COLL_SCAN) |
+                                GW_COLL_BIT(GW_COLL_EXSCAN);
+    if (!gw_coll_p2p_accepts(a, reductions, rings, mca_coll_gpuwire.reduce_algorithm)) return false;
     int op, type;
     return gw_coll_table_ids(a->op, a->dtype, &op, &type);
 }
@@ -553,31 +564,286 @@ static int temps_in(ctx_t *c, const gw_coll_region_t r[GW_REGION_COUNT], gw_coll
     return OMPI_SUCCESS;
 }
 
+/* A call's context (c->a points at its eff); fails on a dispatch error. */
+static int ctx_init(ctx_t *c, const gw_coll_args_t *a, gw_coll_args_t *eff,
+                    const gw_coll_region_t r[GW_REGION_COUNT], int tag)
+{
+    *eff = *a;
+    memset(c, 0, sizeof(*c));
+    c->a = eff;
+    c->comm = a->comm;
+    c->tag = tag;
+    if (!gw_coll_table_ids(a->op, a->dtype, &c->op, &c->type)) return OMPI_ERR_NOT_SUPPORTED;
+    c->es = gw_reduce_type_size(c->type);
+    c->me = ompi_comm_rank(a->comm);
+    c->n = ompi_comm_size(a->comm);
+    c->gpu = gw_coll_regions_gpu(r);
+    if (c->gpu < 0) {
+        snprintf(c->why, sizeof(c->why), "no buffer of this rank is device memory (a dispatch "
+                 "error); set coll_gpuwire_reduce_algorithm staged");
+        return fail(c, "dispatch");
+    }
+    size_t seg = mca_coll_gpuwire.reduce_segment_bytes / c->es;
+    const size_t max_seg = ((size_t)1 << 30) / c->es; /* int byte counts */
+    c->seg_elems = seg < 1 ? 1 : seg > max_seg ? max_seg : seg;
+    return OMPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Non-blocking forms: the ring as a job (the file's header)
+ * ------------------------------------------------------------------------ */
+
+/* Below Open MPI's blocking collective tags (-10 ... -26) and above
+ * libnbc's (-27 down); -7 and -8 are the NVLink teams' (coll_gpuwire_nvlink.c). */
+enum { GW_RING_NB_TAG = -9 };
+
+enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_DONE };
+
+typedef struct {
+    mca_coll_gpuwire_module_t *m;
+    gw_coll_args_t eff; /* the buffers the ring works on */
+    gw_coll_region_t r[GW_REGION_COUNT];
+    gw_coll_temps_t t;
+    ctx_t c;
+    ring_t g;
+    size_t *off, *cnt;
+    gw_coll_dev_buf_t s;
+    bool allreduce;
+    bool in_place_rs; /* reduce-scatter in place: the result is copied from g.last */
+    uint64_t seq;     /* 1 + how many ring jobs the module had before */
+    bool passed;      /* ring_nb_passed counts this job */
+    int phase, k;     /* RING_*, and the step in it */
+    bool posted;      /* the step's messages are posted */
+    size_t nrecv, j, done; /* the step's receives, the next to combine, elements combined */
+    uint64_t ticket;  /* the step's last kernel */
+    bool kernels;
+} ring_job_t;
+
+/* Lets the next job of the module post its messages (once). */
+static void ring_job_pass(ring_job_t *j)
+{
+    if (j->passed) return;
+    j->passed = true;
+    __atomic_fetch_add(&j->m->ring_nb_passed, 1, __ATOMIC_RELEASE);
+}
+
+static bool ring_job_idle(const ring_job_t *j)
+{
+    for (size_t i = 0; i < j->c.nreqs; ++i) {
+        if (!REQUEST_COMPLETE(j->c.reqs[i])) return false;
+    }
+    return true;
+}
+
+static void ring_job_release(void *p)
+{
+    ring_job_t *j = p;
+    /* A failed job may leave messages in flight into its scratch and
+     * temporaries: those are then never given back (an error ends the
+     * program's use of MPI anyway), rather than reused under them. */
+    const bool idle = ring_job_idle(j);
+    for (size_t i = 0; i < j->c.nreqs; ++i) ompi_request_free(&j->c.reqs[i]);
+    if (idle) {
+        gw_coll_scratch_put(&j->s);
+        gw_coll_temps_release(&j->t);
+    }
+    ring_job_pass(j);
+    free(j->c.reqs);
+    free(j->off);
+    free(j);
+}
+
+/* Its turn: temporaries, chunks and scratch, as the blocking forms set them up. */
+static int ring_job_begin(ring_job_t *j)
+{
+    ctx_t *c = &j->c;
+    const gw_coll_args_t *a = c->a;
+    int err = temps_in(c, j->r, &j->eff, &j->t);
+    if (OMPI_SUCCESS != err) return err;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
+    j->off = calloc(2 * (size_t)c->n, sizeof(size_t));
+    if (NULL == j->off) return OMPI_ERR_OUT_OF_RESOURCE;
+    j->cnt = j->off + c->n;
+    if (j->allreduce) {
+        even_chunks((size_t)a->count, c->n, j->off, j->cnt);
+    } else {
+        for (int i = 0, at = 0; i < c->n; ++i) {
+            j->cnt[i] = (size_t)(GW_COLL_REDUCE_SCATTER_BLOCK == a->id ? a->rcount : a->rcounts[i]);
+            j->off[i] = (size_t)at;
+            at += (int)j->cnt[i];
+        }
+    }
+    j->phase = RING_RS;
+    if (1 == c->n) {
+        j->phase = RING_DONE;
+        return copy_sync(c, a->rbuf, src, j->allreduce ? (size_t)a->count : j->cnt[0]);
+    }
+    const size_t chunk_bytes = max_of(j->cnt, c->n) * c->es;
+    err = scratch(c, j->allreduce ? chunk_bytes : 3 * chunk_bytes, &j->s);
+    if (OMPI_SUCCESS != err) return err;
+    char *base = j->s.ptr;
+    j->g = (ring_t){.off = j->off, .cnt = j->cnt, .src = src, .rbuf = base};
+    if (j->allreduce) {
+        j->g.acc = (char *)a->rbuf;
+    } else {
+        j->g.shift = -1;
+        j->g.slot[0] = base + chunk_bytes;
+        j->g.slot[1] = base + 2 * chunk_bytes;
+        j->in_place_rs = in_place;
+        j->g.last = in_place ? j->g.slot[(c->n - 2) & 1] : (char *)a->rbuf;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* One step of the reduce-scatter (ring_reduce_scatter) or of Allreduce's
+ * allgather, as far as it goes now; *step_done once its messages and kernels
+ * are. */
+static int ring_job_step(ring_job_t *j, bool query, bool *step_done)
+{
+    ctx_t *c = &j->c;
+    const ring_t *g = &j->g;
+    const int right = mod(c->me + 1, c->n), left = mod(c->me - 1, c->n), k = j->k;
+    const bool rs = RING_RS == j->phase;
+    const int sc = rs ? mod(c->me - k + g->shift, c->n) : mod(c->me + 1 - k, c->n);
+    const int rc = rs ? mod(c->me - k - 1 + g->shift, c->n) : mod(c->me - k, c->n);
+    *step_done = false;
+    if (!j->posted) {
+        /* The sends read what the step before wrote (its kernels are done). */
+        const char *sp = rs ? (0 == k ? g->src + g->off[sc] * c->es : ring_out(c, g, k - 1, sc))
+                            : g->acc + g->off[sc] * c->es;
+        char *rp = rs ? g->rbuf : g->acc + g->off[rc] * c->es;
+        j->posted = true;
+        j->j = j->done = 0;
+        j->kernels = false;
+        int err = post(c, false, rp, g->cnt[rc], left);
+        j->nrecv = c->nreqs;
+        if (OMPI_SUCCESS == err) err = post(c, true, (void *)sp, g->cnt[sc], right);
+        if (OMPI_SUCCESS != err) return err;
+    }
+    /* Received (the ranks before) op mine, segment by segment as they land. */
+    while (rs && j->j < j->nrecv) {
+        ompi_request_t *q = c->reqs[j->j];
+        if (!REQUEST_COMPLETE(q)) return OMPI_SUCCESS;
+        if (MPI_SUCCESS != q->req_status.MPI_ERROR) return q->req_status.MPI_ERROR;
+        const size_t len = g->cnt[rc] - j->done < c->seg_elems ? g->cnt[rc] - j->done
+                                                               : c->seg_elems;
+        char *out = ring_out(c, g, k, rc);
+        int err = reduce_start(c, g->rbuf + j->done * c->es,
+                               g->src + (g->off[rc] + j->done) * c->es, out + j->done * c->es,
+                               len, &j->ticket);
+        if (OMPI_SUCCESS != err) return err;
+        j->kernels = true;
+        j->done += len;
+        ++j->j;
+    }
+    if (!ring_job_idle(j)) return OMPI_SUCCESS;
+    /* The receive scratch is written again by the next step, and the
+     * kernels' output is what it sends: they must have finished. */
+    if (j->kernels) {
+        bool d = false;
+        if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
+            return fail(c, "device stream");
+        }
+        if (!d) return OMPI_SUCCESS;
+        j->kernels = false;
+    }
+    int err = OMPI_SUCCESS;
+    for (size_t i = 0; i < c->nreqs; ++i) {
+        if (OMPI_SUCCESS == err && MPI_SUCCESS != c->reqs[i]->req_status.MPI_ERROR) {
+            err = c->reqs[i]->req_status.MPI_ERROR;
+        }
+        ompi_request_free(&c->reqs[i]);
+    }
+    c->nreqs = 0;
+    j->posted = false;
+    *step_done = OMPI_SUCCESS == err;
+    return err;
+}
+
+static int ring_job_poll(void *p, bool query, bool *done)
+{
+    ring_job_t *j = p;
+    ctx_t *c = &j->c;
+    *done = false;
+    if (RING_WAIT_TURN == j->phase) {
+        if (__atomic_load_n(&j->m->ring_nb_passed, __ATOMIC_ACQUIRE) + 1 != j->seq) {
+            return OMPI_SUCCESS;
+        }
+        __atomic_fetch_add(&mca_coll_gpuwire.device_nb_calls, 1, __ATOMIC_RELAXED);
+        const int err = ring_job_begin(j);
+        if (OMPI_SUCCESS != err) return err;
+    }
+    while (RING_DONE != j->phase) {
+        bool step_done = false;
+        const int err = ring_job_step(j, query, &step_done);
+        if (OMPI_SUCCESS != err) return err;
+        if (!step_done) return OMPI_SUCCESS;
+        if (++j->k == c->n - 1) {
+            j->k = 0;
+            j->phase = RING_RS == j->phase && j->allreduce ? RING_AG : RING_DONE;
+        }
+    }
+    ring_job_pass(j);
+    if (j->in_place_rs) {
+        const int err = copy_sync(c, c->a->rbuf, j->g.last, j->cnt[c->me]);
+        if (OMPI_SUCCESS != err) return err;
+        j->in_place_rs = false;
+    }
+    if (0 != gw_coll_temps_out(j->r, c->gpu, &j->t, c->why, sizeof(c->why))) {
+        return fail(c, "device copy");
+    }
+    *done = true;
+    return OMPI_SUCCESS;
+}
+
+static bool ring_job_ordered(void *p)
+{
+    (void)p;
+    return false; /* never declines: outside the FIFO of staged calls */
+}
+
+static const gw_coll_job_ops_t ring_job_ops = {ring_job_poll, ring_job_release, ring_job_ordered};
+
+static int devreduce_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    ring_job_t *j = calloc(1, sizeof(*j));
+    if (NULL == j) return OMPI_ERR_OUT_OF_RESOURCE;
+    j->m = m;
+    memcpy(j->r, r, sizeof(j->r));
+    j->allreduce = GW_COLL_ALLREDUCE == a->id;
+    j->phase = RING_WAIT_TURN;
+    int err = ctx_init(&j->c, a, &j->eff, j->r, GW_RING_NB_TAG);
+    /* The application's work on the default stream of every GPU the call
+     * reads or writes before its initiation comes first. */
+    if (OMPI_SUCCESS == err && 0 != gw_coll_wait_user_regions(r, j->c.why, sizeof(j->c.why))) {
+        err = fail(&j->c, "device sync");
+    }
+    if (OMPI_SUCCESS != err) {
+        free(j);
+        return err;
+    }
+    j->seq = __atomic_add_fetch(&m->ring_nb_issued, 1, __ATOMIC_ACQ_REL);
+    /* On failure the job is released, which passes its turn. */
+    return gw_coll_nb_job(m, a, r, &ring_job_ops, j, false, request);
+}
+
 static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                          gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    gw_coll_args_t eff = *a; /* the buffers the ring works on */
-    ctx_t c = {.a = &eff, .comm = a->comm, .tag = gw_coll_tag(a->id)};
-    if (!gw_coll_table_ids(a->op, a->dtype, &c.op, &c.type)) return OMPI_ERR_NOT_SUPPORTED;
-    c.es = gw_reduce_type_size(c.type);
-    c.me = ompi_comm_rank(a->comm);
-    c.n = ompi_comm_size(a->comm);
-    c.gpu = gw_coll_regions_gpu(r);
-    if (c.gpu < 0) {
-        snprintf(c.why, sizeof(c.why), "no buffer of this rank is device memory (a dispatch "
-                 "error); set coll_gpuwire_reduce_algorithm staged");
-        return fail(&c, "dispatch");
-    }
-    size_t seg = mca_coll_gpuwire.reduce_segment_bytes / c.es;
-    const size_t max_seg = ((size_t)1 << 30) / c.es; /* int byte counts */
-    c.seg_elems = seg < 1 ? 1 : seg > max_seg ? max_seg : seg;
+    if (NULL != request) return devreduce_start(m, a, r, request);
+    gw_coll_args_t eff; /* the buffers the ring works on */
+    ctx_t c;
+    int err = ctx_init(&c, a, &eff, r, gw_coll_tag(a->id));
+    if (OMPI_SUCCESS != err) return err;
 
     /* The application's work on the default stream of every GPU the call
      * reads or writes comes first. */
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return fail(&c, "device sync");
     __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
     gw_coll_temps_t t;
-    int err = temps_in(&c, r, &eff, &t);
+    err = temps_in(&c, r, &eff, &t);
     if (OMPI_SUCCESS == err) {
         switch (a->id) {
         case GW_COLL_ALLREDUCE: err = run_allreduce_or_reduce(&c, false); break;

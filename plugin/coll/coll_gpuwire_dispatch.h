@@ -187,11 +187,11 @@ extern const gw_coll_algorithm_t gw_coll_devmove;
 int gw_coll_tag(gw_coll_id_t id);
 
 #define GW_COLL_BIT(id) (1u << (id))
-/* Whether a call of one of the collectives in ids (GW_COLL_BIT of each) runs
- * over point-to-point under algorithm (GW_REDUCE_ALGO_*: its blocking forms
- * only, on the GPU where auto and the pml moves device buffers). Decided from
- * what is the same on every rank. */
-bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm);
+/* Whether a call of one of the collectives in ids (GW_COLL_BIT of each; the
+ * non-blocking form only where also in nb_ids) runs over point-to-point
+ * under algorithm (GW_REDUCE_ALGO_*: on the GPU where auto and the pml moves
+ * device buffers). Decided from what is the same on every rank. */
+bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, unsigned nb_ids, int algorithm);
 
 /* Device temporaries on one GPU for the significant regions that are
  * elsewhere (host memory, another GPU's memory), one scratch allocation for

@@ -91,7 +91,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
     if (GW_COLL_ALLREDUCE == a->id) {
         int op, type;
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
-        if (GW_HIER_AUTO == mode && !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE),
+        if (GW_HIER_AUTO == mode && !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE), 0,
                                                          mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
@@ -106,7 +106,8 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         ompi_datatype_type_size(a->dtype, &size);
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type) || 0 != lb ||
             (size_t)extent != size ||
-            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), mca_coll_gpuwire.reduce_algorithm)) {
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), 0,
+                                 mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
     } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id ||
@@ -115,7 +116,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
             !gw_coll_p2p_accepts(a,
                                  GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
                                      GW_COLL_BIT(GW_COLL_ALLGATHERV),
-                                 mca_coll_gpuwire.move_algorithm)) {
+                                 0, mca_coll_gpuwire.move_algorithm)) {
             return false;
         }
     } else {

@@ -78,7 +78,7 @@ void case_bcast(MPI_Comm comm, bool nb)
                          tt[types[ti]].name, c, root, n);
                 tbuf_t b;
                 tbuf_alloc(&b, types[ti], c,
-                           lone_buffer_kind(me == root ? mem_send : mem_recv, nb));
+                           lone_buffer_kind(me == root ? mem_send : mem_recv));
                 if (me == root) img_set_flat(&b, b.img, 0, c, s, root, 0);
                 tbuf_push(&b);
                 unsigned char *expect = tbuf_snapshot(&b);
@@ -172,7 +172,7 @@ void case_allgatherv(MPI_Comm comm, bool nb)
                 }
                 /* Nothing to send: the receive buffer is this rank's only one. */
                 tbuf_alloc(&rb, p->rt, total,
-                           !ip && 0 == counts[me] ? lone_buffer_kind(mem_recv, nb) : mem_recv);
+                           !ip && 0 == counts[me] ? lone_buffer_kind(mem_recv) : mem_recv);
                 if (ip) img_set_flat(&rb, rb.img, displs[me], counts[me], s, me, 0);
                 tbuf_push(&rb);
                 unsigned char *expect = tbuf_snapshot(&rb);
@@ -288,7 +288,7 @@ void case_alltoallv(MPI_Comm comm, bool nb)
                     tbuf_push(&sb);
                 }
                 tbuf_alloc(&rb, p->rt, rtotal,
-                           !ip && 0 == stotal ? lone_buffer_kind(mem_recv, nb) : mem_recv);
+                           !ip && 0 == stotal ? lone_buffer_kind(mem_recv) : mem_recv);
                 if (ip) img_set_flat(&rb, rb.img, 0, rtotal, s, me, 0);
                 tbuf_push(&rb);
                 unsigned char *expect = tbuf_snapshot(&rb);

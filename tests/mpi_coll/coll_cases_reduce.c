@@ -116,14 +116,14 @@ void case_reduce(MPI_Comm comm, bool nb)
                     tbuf_t sb = {0}, rb = {0};
                     if (!in_place) {
                         tbuf_alloc(&sb, op->type, c,
-                                   me == root ? mem_send : lone_buffer_kind(mem_send, nb));
+                                   me == root ? mem_send : lone_buffer_kind(mem_send));
                         fill_inputs(&sb, op->id, s, me, c);
                         tbuf_push(&sb);
                     }
                     unsigned char *expect = NULL;
                     if (me == root) {
                         tbuf_alloc(&rb, op->type, c,
-                                   in_place ? lone_buffer_kind(mem_recv, nb) : mem_recv);
+                                   in_place ? lone_buffer_kind(mem_recv) : mem_recv);
                         if (in_place) fill_inputs(&rb, op->id, s, me, c);
                         tbuf_push(&rb);
                         expect = tbuf_snapshot(&rb);
@@ -181,7 +181,7 @@ static void run_reduce_scatter(MPI_Comm comm, bool nb, bool block)
                     /* With an empty block of its own the send buffer is
                      * this rank's only significant buffer. */
                     tbuf_alloc(&sb, op->type, total,
-                               mine == 0 ? lone_buffer_kind(mem_send, nb) : mem_send);
+                               mine == 0 ? lone_buffer_kind(mem_send) : mem_send);
                     fill_inputs(&sb, op->id, s, me, total);
                     tbuf_push(&sb);
                 }

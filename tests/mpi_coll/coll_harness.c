@@ -24,11 +24,9 @@ const long tcounts[] = {0, 1, 7, 40000};
 int ntcounts = sizeof(tcounts) / sizeof(tcounts[0]);
 char tctx[256] = "";
 static const char *skip_reason = NULL;
-/* Whether a rank may pass only host buffers to a blocking reduction whose
- * other ranks pass device memory (lone_buffer_kind). */
+/* Whether a rank may pass only host buffers to a reduction whose other
+ * ranks pass device memory (lone_buffer_kind). */
 static bool lone_host_allowed = true;
-/* The same for the non-blocking forms (an NVLink team may run them). */
-static bool lone_host_nb_forbidden = false;
 
 void tctx_set(const char *fmt, ...)
 {
@@ -405,7 +403,6 @@ void harness_init(int *argc, char ***argv)
     }
     const size_t len = strlen(mode);
     lone_host_allowed = mem_send == mem_recv || (len > 6 && strcmp(mode + len - 6, "staged") == 0);
-    lone_host_nb_forbidden = strncmp(mode, "fake", 4) != 0 || NULL != getenv("GW_FAKE_NVLINK");
     const bool cuda_mode = mem_send == MEM_DEVICE || mem_send == MEM_MANAGED ||
                            mem_recv == MEM_DEVICE || mem_recv == MEM_MANAGED;
 #ifdef GW_COLL_DEVICE
@@ -438,10 +435,9 @@ void harness_init(int *argc, char ***argv)
 
 const char *harness_skip_reason(void) { return skip_reason; }
 
-enum mem_kind lone_buffer_kind(enum mem_kind k, bool nb)
+enum mem_kind lone_buffer_kind(enum mem_kind k)
 {
     if (lone_host_allowed || k != MEM_HOST) return k;
-    if (nb && !lone_host_nb_forbidden) return k;
     return mem_send != MEM_HOST ? mem_send : mem_recv;
 }
 

@@ -74,17 +74,16 @@ void harness_fini(void);
 const char *harness_skip_reason(void);
 
 /* The memory kind for k when the buffer is its rank's only significant
- * buffer of a reduction or a Bcast (nb: the non-blocking form). A rank whose
+ * buffer of a reduction or a Bcast, blocking or not. A rank whose
  * significant buffers are all host memory passes through to the host module;
  * under the default algorithm ranks with device memory run the GPU ring, and
  * the call hangs (docs/coll.md). In the mixed modes such a rank gets the
- * mode's device kind for that buffer; so do the non-blocking forms where an
- * NVLink team could run them (GW_FAKE_NVLINK, or a real GPU: the team's
- * kernels wait for every rank). The modes ending in "staged" run under
+ * mode's device kind for that buffer, in the non-blocking forms too (the
+ * device ring and an NVLink team's kernels run them and wait for every
+ * rank). The modes ending in "staged" run under
  * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged,
- * where every rank uses the host algorithm, and keep host memory (the
- * non-blocking forms on the simulated GPU without a team, too). */
-enum mem_kind lone_buffer_kind(enum mem_kind k, bool nb);
+ * where every rank uses the host algorithm, and keep host memory. */
+enum mem_kind lone_buffer_kind(enum mem_kind k);
 
 /* Raw memory of a kind; copies with cudaMemcpy, memcpy, or through the
  * fake device's protection as the kind needs. */

@@ -11,7 +11,7 @@
  * host: every buffer in host memory. device / managed: every buffer from
  * cudaMalloc / cudaMallocManaged. mixed: send buffers on the GPU, receive
  * buffers in host memory on MPI_COMM_WORLD, and the other way round on the
- * split; a rank whose only buffer of a blocking reduction or Bcast would be
+ * split; a rank whose only buffer of a reduction or Bcast would be
  * host memory while others pass device memory gets device memory (see
  * lone_buffer_kind); mixedstaged keeps that shape too and runs under
  * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged. fake*: the same over the simulated

@@ -5,6 +5,7 @@
  *   coll_gpuwire_passthrough_calls collectives handed on unchanged
  *   coll_gpuwire_staged_calls      collectives staged through host memory
  *   coll_gpuwire_device_calls      calls run on the GPU over point-to-point
+ *   coll_gpuwire_device_nb_calls   non-blocking reductions run there
  *   coll_gpuwire_nvlink_calls      blocking calls run by the NVLink kernels
  *   coll_gpuwire_nvlink_nb_calls   non-blocking calls run by the NVLink kernels
  *
@@ -15,8 +16,9 @@
  * device buffers must each be counted exactly once: the eight blocking calls
  * that have a GPU algorithm (the five reductions, int sum: a kernel applies;
  * Bcast, Allgather, Alltoall; pml gpuwire carries device buffers) on the GPU,
- * over point-to-point or, where an NVLink team forms, by its kernels; the
- * other six staged, except the non-blocking forms a team runs.
+ * over point-to-point or, where an NVLink team forms, by its kernels;
+ * Iallreduce on the GPU too (by the team, else the ring over point-to-point);
+ * the rest staged, except the non-blocking forms a team runs.
  *
  *   coll_status [nogpu]     nogpu: the component must report 0 GPUs
  */
@@ -84,6 +86,7 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle pass_h = pvar("coll_gpuwire_passthrough_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle staged_h = pvar("coll_gpuwire_staged_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle device_h = pvar("coll_gpuwire_device_calls", MPI_T_PVAR_CLASS_COUNTER);
+    MPI_T_pvar_handle device_nb_h = pvar("coll_gpuwire_device_nb_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle nvl_h = pvar("coll_gpuwire_nvlink_calls", MPI_T_PVAR_CLASS_COUNTER);
     MPI_T_pvar_handle nvl_nb_h = pvar("coll_gpuwire_nvlink_nb_calls", MPI_T_PVAR_CLASS_COUNTER);
 
@@ -104,6 +107,7 @@ int main(int argc, char **argv)
     MT_CHECK_EQ(p1 - p0, NCALLS);
     MT_CHECK_EQ(s1 - s0, 0);
     MT_CHECK_EQ(d1 - d0, 0);
+    MT_CHECK_EQ(read_pvar(device_nb_h), 0);
 
 #ifdef GW_COLL_DEVICE
     if (gpus > 0) {
@@ -118,14 +122,17 @@ int main(int argc, char **argv)
             s0 = read_pvar(staged_h);
             d0 = read_pvar(device_h);
             const unsigned long long v0 = read_pvar(nvl_h), w0 = read_pvar(nvl_nb_h);
+            const unsigned long long dn0 = read_pvar(device_nb_h);
             run_collectives(da, db, n, MPI_COMM_WORLD);
             p1 = read_pvar(pass_h);
             s1 = read_pvar(staged_h);
             d1 = read_pvar(device_h);
             const unsigned long long v1 = read_pvar(nvl_h), w1 = read_pvar(nvl_nb_h);
+            const unsigned long long dn = read_pvar(device_nb_h) - dn0, w = w1 - w0;
             MT_CHECK_EQ((d1 - d0) + (v1 - v0), NGPU);
-            MT_CHECK_EQ((s1 - s0) + (w1 - w0), NCALLS - NGPU);
-            MT_CHECK(w1 - w0 <= 3); /* Iallreduce, Ibcast, Iallgather at most */
+            MT_CHECK_EQ((s1 - s0) + w + dn, NCALLS - NGPU);
+            MT_CHECK(w == 0 || w == 3); /* a team takes Iallreduce, Ibcast and Iallgather */
+            MT_CHECK_EQ(dn + (w ? 1 : 0), 1); /* Iallreduce: the team's or the ring's */
             MT_CHECK_EQ(p1 - p0, 0);
             cudaFree(da);
             cudaFree(db);
@@ -142,6 +149,7 @@ int main(int argc, char **argv)
     MPI_T_pvar_handle_free(session, &pass_h);
     MPI_T_pvar_handle_free(session, &staged_h);
     MPI_T_pvar_handle_free(session, &device_h);
+    MPI_T_pvar_handle_free(session, &device_nb_h);
     MPI_T_pvar_handle_free(session, &nvl_h);
     MPI_T_pvar_handle_free(session, &nvl_nb_h);
     MPI_T_pvar_session_free(&session);
