@@ -232,3 +232,57 @@ void case_blocking_after_nonblocking(MPI_Comm comm)
     tbuf_free(&b_s);
     tbuf_free(&b_r);
 }
+
+/* Two Ireduce_scatters in flight whose blocks are large where the other's
+ * are small, so that each step of one is slow on the ranks where the
+ * other's is fast (rank r receives block (r - 1 - k) mod n at step k of a
+ * ring): ranks finish their steps of the two in different orders. Both
+ * results must be right; a second step of one meeting the other's messages
+ * makes them wrong or fails them. */
+void case_crossing_reduce_scatters(MPI_Comm comm)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    if (n < 2) return;
+    const int big = 60000, tiny = 3;
+    tctx_set("two ireduce_scatters with opposite block sizes in flight, comm size %d", n);
+    int *counts[2];
+    long total[2] = {0, 0}, offset[2] = {0, 0};
+    tbuf_t sb[2], rb[2];
+    const unsigned seeds[2] = {717, 818};
+    MPI_Request req[2];
+    for (int k = 0; k < 2; ++k) {
+        counts[k] = malloc(sizeof(int) * n);
+        for (int i = 0; i < n; ++i) {
+            const bool large = (i % 3 == 1) == (k == 0);
+            counts[k][i] = large ? big : tiny;
+            if (i < me) offset[k] += counts[k][i];
+            total[k] += counts[k][i];
+        }
+        tbuf_alloc(&sb[k], T_INT, total[k], mem_send);
+        tbuf_alloc(&rb[k], T_INT, counts[k][me], mem_recv);
+        fill(&sb[k], OP_SUM, seeds[k], me);
+        tbuf_push(&sb[k]);
+        tbuf_push(&rb[k]);
+    }
+    for (int k = 0; k < 2; ++k) {
+        MT_CHECK_MPI(MPI_Ireduce_scatter(sb[k].mpi, rb[k].mpi, counts[k], MPI_INT, MPI_SUM, comm,
+                                         &req[k]));
+    }
+    MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    for (int k = 0; k < 2; ++k) {
+        tbuf_pull(&rb[k]);
+        unsigned char *x = tbuf_snapshot(&rb[k]);
+        for (long e = 0; e < counts[k][me]; ++e) {
+            int64_t acc[2];
+            tfold(OP_SUM, T_INT, seeds[k], 0, n, offset[k] + e, acc);
+            img_set(&rb[k], x, e, acc);
+        }
+        tbuf_matches(&rb[k], x, 0, counts[k][me], k ? "second result" : "first result");
+        free(x);
+        tbuf_free(&sb[k]);
+        tbuf_free(&rb[k]);
+        free(counts[k]);
+    }
+}

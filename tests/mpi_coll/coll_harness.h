@@ -161,6 +161,7 @@ void case_barrier(MPI_Comm comm, bool nb);
 void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
 void case_blocking_after_nonblocking(MPI_Comm comm);
+void case_crossing_reduce_scatters(MPI_Comm comm);
 
 /* Whether a buffer of kind k is the simulated GPU's memory the CPU cannot touch. */
 static inline bool mem_protected(enum mem_kind k)

@@ -180,6 +180,7 @@ int main(int argc, char **argv)
     case_many_in_flight(MPI_COMM_WORLD);
     case_initiation_does_not_wait(MPI_COMM_WORLD);
     case_blocking_after_nonblocking(MPI_COMM_WORLD);
+    case_crossing_reduce_scatters(MPI_COMM_WORLD);
 
     if (expect && *expect) {
         const unsigned long long n = coll_pvar_read(session, counter);
