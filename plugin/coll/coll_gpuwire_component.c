@@ -237,9 +237,9 @@ static int component_register(void)
                      "Alltoall(v) (coll_gpuwire_move_algorithm)",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_nb_calls",
-                     "Non-blocking reductions on device buffers run on the GPU over "
-                     "point-to-point (Iallreduce, Ireduce_scatter, Ireduce_scatter_block; counted "
-                     "when their turn comes)",
+                     "Non-blocking collectives on device buffers run on the GPU over "
+                     "point-to-point: Iallreduce, Ireduce_scatter(_block) (counted when their "
+                     "turn comes), Ibcast, Iallgather(v), Ialltoall(v) (at initiation)",
                      &mca_coll_gpuwire.device_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nvlink_calls",
                      "Collectives on device buffers run by the NVLink kernels",

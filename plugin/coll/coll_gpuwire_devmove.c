@@ -29,6 +29,16 @@
  *
  * Alltoall(v) with MPI_IN_PLACE (on every rank alike, as MPI requires) stays
  * staged: a block would be overwritten while a peer still reads it.
+ *
+ * Non-blocking forms (Ibcast, Iallgather(v), Ialltoall(v)): initiation posts
+ * every message and the local copy as above, on a tag of their own
+ * (GW_TAG_MOVE_NB), and returns; a job (gw_coll_nb_job) polls the requests
+ * and the copy's ticket from MPI's progress. Every rank posts the messages
+ * of its calls on a communicator in initiation order, all at initiation, so
+ * a pair of ranks posts a call's sends and receives in the same order and
+ * they meet. Ibcast is always the root's sends to every rank: the chain
+ * sends each segment on when it arrives, later than calls initiated after
+ * it post theirs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +73,7 @@ static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW
     const unsigned moves = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
                            GW_COLL_BIT(GW_COLL_ALLGATHERV) | GW_COLL_BIT(GW_COLL_ALLTOALL) |
                            GW_COLL_BIT(GW_COLL_ALLTOALLV);
-    if (!gw_coll_p2p_accepts(a, moves, 0, mca_coll_gpuwire.move_algorithm)) return false;
+    if (!gw_coll_p2p_accepts(a, moves, moves, mca_coll_gpuwire.move_algorithm)) return false;
     if ((GW_COLL_ALLTOALL == a->id || GW_COLL_ALLTOALLV == a->id) && MPI_IN_PLACE == a->sbuf)
         return false;
     return true;
@@ -192,8 +202,8 @@ static int chain_segments(const gw_coll_args_t *a)
 static bool bcast_chain(const move_t *c)
 {
     const gw_coll_args_t *a = c->a;
-    return mca_coll_gpuwire.bcast_chain_ranks > 0 && c->n >= mca_coll_gpuwire.bcast_chain_ranks &&
-           c->n > 2 && bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&
+    return !a->nonblocking && mca_coll_gpuwire.bcast_chain_ranks > 0 &&
+           c->n >= mca_coll_gpuwire.bcast_chain_ranks && c->n > 2 && bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&
            chain_segment(a) < a->count;
 }
 
@@ -292,14 +302,81 @@ static int run_alltoall(move_t *c, bool v)
     return rc;
 }
 
+/* A non-blocking call: its messages and local copy, posted at initiation. */
+typedef struct {
+    gw_coll_args_t args; /* c.a points here */
+    move_t c;
+} move_job_t;
+
+static void move_job_release(void *p)
+{
+    move_job_t *j = p;
+    for (size_t i = 0; i < j->c.nreqs; ++i) {
+        if (MPI_REQUEST_NULL != j->c.reqs[i]) ompi_request_free(&j->c.reqs[i]);
+    }
+    free(j->c.want);
+    free(j->c.st);
+    free(j->c.reqs);
+    free(j);
+}
+
+static int move_job_poll(void *p, bool query, bool *done)
+{
+    move_job_t *j = p;
+    move_t *c = &j->c;
+    *done = false;
+    for (size_t i = 0; i < c->nreqs; ++i) {
+        if (!REQUEST_COMPLETE(c->reqs[i])) return OMPI_SUCCESS;
+    }
+    if (c->copying) {
+        bool d = false;
+        if (0 != gw_coll_copy_done(c->gpu, c->ticket, query, &d, c->why, sizeof(c->why))) {
+            c->copying = false;
+            return move_fail(c, "device copy");
+        }
+        if (!d) return OMPI_SUCCESS;
+        c->copying = false;
+    }
+    int rc = OMPI_SUCCESS;
+    for (size_t i = 0; i < c->nreqs; ++i) {
+        c->st[i] = c->reqs[i]->req_status;
+        if (OMPI_SUCCESS == rc && MPI_SUCCESS != c->st[i].MPI_ERROR) {
+            snprintf(c->why, sizeof(c->why), "a message failed (%d)", c->st[i].MPI_ERROR);
+            rc = move_fail(c, "point-to-point");
+        }
+        ompi_request_free(&c->reqs[i]);
+    }
+    for (size_t i = 0; OMPI_SUCCESS == rc && i < c->nreqs; ++i) rc = check_block(c, i, &c->st[i]);
+    c->nreqs = 0;
+    *done = OMPI_SUCCESS == rc;
+    return rc;
+}
+
+static bool move_job_ordered(void *p)
+{
+    (void)p;
+    return false; /* never declines: outside the FIFO of staged calls */
+}
+
+static const gw_coll_job_ops_t move_job_ops = {move_job_poll, move_job_release, move_job_ordered};
+
 static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    (void)m;
-    (void)request; /* blocking forms only (accepts) */
+    move_job_t *j = NULL;
+    if (NULL != request) {
+        j = calloc(1, sizeof(*j));
+        if (NULL == j) return OMPI_ERR_OUT_OF_RESOURCE;
+        j->args = *a;
+        a = &j->args;
+    }
     move_t c = {.a = a, .me = ompi_comm_rank(a->comm), .n = ompi_comm_size(a->comm),
-                .tag = gw_coll_tag(a->id), .gpu = gw_coll_regions_gpu(r)};
-    if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return move_fail(&c, "device sync");
+                .tag = j ? GW_TAG_MOVE_NB : gw_coll_tag(a->id), .gpu = gw_coll_regions_gpu(r)};
+    if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) {
+        const int rc = move_fail(&c, "device sync");
+        free(j);
+        return rc;
+    }
     size_t cap = 2 * (size_t)c.n;
     if (GW_COLL_BCAST == a->id && bcast_chain(&c)) {
         cap = 2 * (size_t)chain_segments(a); /* a receive and a send per segment */
@@ -311,9 +388,11 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         free(c.reqs);
         free(c.st);
         free(c.want);
+        free(j);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(j ? &mca_coll_gpuwire.device_nb_calls : &mca_coll_gpuwire.device_calls, 1,
+                       __ATOMIC_RELAXED);
     int rc;
     switch (a->id) {
     case GW_COLL_BCAST: rc = run_bcast(&c); break;
@@ -323,7 +402,12 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     case GW_COLL_ALLTOALLV: rc = run_alltoall(&c, true); break;
     default: rc = OMPI_ERR_NOT_SUPPORTED; break;
     }
-    rc = finish(&c, rc);
+    if (NULL != j && OMPI_SUCCESS == rc) {
+        j->c = c;
+        return gw_coll_nb_job(m, a, r, &move_job_ops, j, false, request); /* j is the request's */
+    }
+    rc = finish(&c, rc); /* after a failed post: waits for what was posted */
+    free(j);
     free(c.want);
     free(c.st);
     free(c.reqs);

@@ -51,10 +51,10 @@
  * poll posts a step's messages, combines the segments that have arrived and
  * moves to the next step once the step's messages and kernels are done;
  * nothing waits for another rank. Their messages carry a tag of their own
- * (GW_RING_NB_TAG) that no blocking algorithm, Open MPI's included, uses on
- * the communicator, and on each rank the jobs of a communicator post their
- * messages one job after the other in initiation order (ring_nb_issued /
- * ring_nb_passed): every rank's messages of a job then meet the same job's
+ * (GW_TAG_RING_NB, coll_gpuwire_dispatch.h) that no blocking algorithm,
+ * Open MPI's included, uses on the communicator, and on each rank the jobs
+ * of a communicator post their messages one job after the other in
+ * initiation order (ring_nb_issued / ring_nb_passed): every rank's messages of a job then meet the same job's
  * receives, as the blocking ring's do within one call.
  *
  * Regions with gaps never reach the ring: the datatypes it accepts are
@@ -593,10 +593,6 @@ static int ctx_init(ctx_t *c, const gw_coll_args_t *a, gw_coll_args_t *eff,
  * Non-blocking forms: the ring as a job (the file's header)
  * ------------------------------------------------------------------------ */
 
-/* Below Open MPI's blocking collective tags (-10 ... -26) and above
- * libnbc's (-27 down); -7 and -8 are the NVLink teams' (coll_gpuwire_nvlink.c). */
-enum { GW_RING_NB_TAG = -9 };
-
 enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_DONE };
 
 typedef struct {
@@ -814,7 +810,7 @@ static int devreduce_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     memcpy(j->r, r, sizeof(j->r));
     j->allreduce = GW_COLL_ALLREDUCE == a->id;
     j->phase = RING_WAIT_TURN;
-    int err = ctx_init(&j->c, a, &j->eff, j->r, GW_RING_NB_TAG);
+    int err = ctx_init(&j->c, a, &j->eff, j->r, GW_TAG_RING_NB);
     /* The application's work on the default stream of every GPU the call
      * reads or writes before its initiation comes first. */
     if (OMPI_SUCCESS == err && 0 != gw_coll_wait_user_regions(r, j->c.why, sizeof(j->c.why))) {

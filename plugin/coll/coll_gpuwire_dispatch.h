@@ -186,6 +186,18 @@ extern const gw_coll_algorithm_t gw_coll_devmove;
  * over point-to-point send with it, as Open MPI's own algorithms do. */
 int gw_coll_tag(gw_coll_id_t id);
 
+/* The tags of the component's own messages on a communicator: between
+ * MPI_ANY_TAG (-1) and Open MPI's collective tags (-10 and below, libnbc's
+ * from -27 down), where no component of Open MPI 4.1 or 5.0 sends. Each
+ * kind of message has its own, so that messages posted at different times
+ * never meet another kind's receives. */
+enum {
+    GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
+    GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink.c) */
+    GW_TAG_NVL_ARRIVE = -8, /* arrivals of the NVLink kernels' non-blocking calls */
+    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce.c) */
+};
+
 #define GW_COLL_BIT(id) (1u << (id))
 /* Whether a call of one of the collectives in ids (GW_COLL_BIT of each; the
  * non-blocking form only where also in nb_ids) runs over point-to-point

@@ -120,7 +120,7 @@ static int all_agree(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *c
  * workspaces (local) and sends every other rank whether it could, and once
  * every rank's answer has come, every rank knows alike whether the team is
  * usable. The messages go point-to-point on the communicator with a tag of
- * their own (GW_NVL_TAG_SETUP: descriptions, then answers, in that order
+ * their own (GW_TAG_NVL_SETUP: descriptions, then answers, in that order
  * from every rank), so no other collective's messages can meet their
  * receives whenever they are sent. A blocking call drives it to the end
  * itself; a non-blocking one leaves it to MPI's progress (its request's
@@ -137,10 +137,6 @@ typedef struct gw_nvl_setup {
     int nreqs[2];
     ompi_request_t *reqs[2][2 * GW_NVL_MAX_TEAM];
 } gw_nvl_setup_t;
-
-/* Tags no other component uses on a communicator (coll's start at -10,
- * MPI_ANY_TAG is -1) and within the 24 bits of pml gpuwire's tag field. */
-enum { GW_NVL_TAG_SETUP = -7, GW_NVL_TAG_ARRIVE = -8 };
 
 static void setup_free(gw_nvl_setup_t *st)
 {
@@ -170,9 +166,9 @@ static int post(gw_nvl_setup_t *st, int k, bool send, void *buf, int bytes, int 
 {
     ompi_request_t **r = &st->reqs[k][st->nreqs[k]];
     *r = MPI_REQUEST_NULL;
-    int rc = send ? MCA_PML_CALL(isend(buf, bytes, MPI_BYTE, peer, GW_NVL_TAG_SETUP,
+    int rc = send ? MCA_PML_CALL(isend(buf, bytes, MPI_BYTE, peer, GW_TAG_NVL_SETUP,
                                        MCA_PML_BASE_SEND_STANDARD, comm, r))
-                  : MCA_PML_CALL(irecv(buf, bytes, MPI_BYTE, peer, GW_NVL_TAG_SETUP, comm, r));
+                  : MCA_PML_CALL(irecv(buf, bytes, MPI_BYTE, peer, GW_TAG_NVL_SETUP, comm, r));
     if (OMPI_SUCCESS == rc) ++st->nreqs[k];
     return rc;
 }
@@ -533,7 +529,7 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
  * initiates, synchronizes its device and only then sends what another rank
  * waits for before initiating would hang. Initiation therefore sends a
  * zero-byte arrival message to every other rank and posts a receive for
- * each of theirs (tag GW_NVL_TAG_ARRIVE, in initiation order on every rank),
+ * each of theirs (tag GW_TAG_NVL_ARRIVE, in initiation order on every rank),
  * and returns. From MPI's progress, the call launches once every arrival has
  * come and every earlier call of the team has launched (its temporaries
  * copied in first), then completes when the stream's ticket is reached and
@@ -668,13 +664,13 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
         if (q == me) continue;
         j->reqs[j->nreqs] = MPI_REQUEST_NULL;
-        rc = MCA_PML_CALL(irecv(NULL, 0, MPI_BYTE, q, GW_NVL_TAG_ARRIVE, comm, &j->reqs[j->nreqs]));
+        rc = MCA_PML_CALL(irecv(NULL, 0, MPI_BYTE, q, GW_TAG_NVL_ARRIVE, comm, &j->reqs[j->nreqs]));
         if (OMPI_SUCCESS == rc) ++j->nreqs;
     }
     for (int q = 0; q < n && OMPI_SUCCESS == rc; ++q) {
         if (q == me) continue;
         j->reqs[j->nreqs] = MPI_REQUEST_NULL;
-        rc = MCA_PML_CALL(isend(NULL, 0, MPI_BYTE, q, GW_NVL_TAG_ARRIVE,
+        rc = MCA_PML_CALL(isend(NULL, 0, MPI_BYTE, q, GW_TAG_NVL_ARRIVE,
                                 MCA_PML_BASE_SEND_STANDARD, comm, &j->reqs[j->nreqs]));
         if (OMPI_SUCCESS == rc) ++j->nreqs;
     }

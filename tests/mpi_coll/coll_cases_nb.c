@@ -42,7 +42,8 @@ void case_many_in_flight(MPI_Comm comm)
         const long c_ar = 1000, c_bc = 777, c_ag = 333, c_aa = 100, c_rd = 50, c_sc = 64;
         tbuf_alloc(&ar_s, T_INT, c_ar, mem_send);
         tbuf_alloc(&ar_r, T_INT, c_ar, mem_recv);
-        tbuf_alloc(&bc, T_VEC, c_bc, me == 0 ? mem_send : mem_recv);
+        /* Every rank's only buffer (lone_buffer_kind). */
+        tbuf_alloc(&bc, T_VEC, c_bc, lone_buffer_kind(me == 0 ? mem_send : mem_recv));
         tbuf_alloc(&ag_s, T_INT, c_ag, mem_send);
         tbuf_alloc(&ag_r, T_INT, n * c_ag, mem_recv);
         tbuf_alloc(&aa_s, T_NEGLB, n * c_aa, mem_send);

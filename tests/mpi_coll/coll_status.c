@@ -5,7 +5,7 @@
  *   coll_gpuwire_passthrough_calls collectives handed on unchanged
  *   coll_gpuwire_staged_calls      collectives staged through host memory
  *   coll_gpuwire_device_calls      calls run on the GPU over point-to-point
- *   coll_gpuwire_device_nb_calls   non-blocking reductions run there
+ *   coll_gpuwire_device_nb_calls   non-blocking calls run there
  *   coll_gpuwire_nvlink_calls      blocking calls run by the NVLink kernels
  *   coll_gpuwire_nvlink_nb_calls   non-blocking calls run by the NVLink kernels
  *
@@ -16,9 +16,10 @@
  * device buffers must each be counted exactly once: the eight blocking calls
  * that have a GPU algorithm (the five reductions, int sum: a kernel applies;
  * Bcast, Allgather, Alltoall; pml gpuwire carries device buffers) on the GPU,
- * over point-to-point or, where an NVLink team forms, by its kernels;
- * Iallreduce on the GPU too (by the team, else the ring over point-to-point);
- * the rest staged, except the non-blocking forms a team runs.
+ * over point-to-point or, where an NVLink team forms, by its kernels; the
+ * four non-blocking ones on the GPU too (Iallreduce, Ibcast and Iallgather
+ * by the team where one forms, else over point-to-point, as Ialltoall);
+ * Gather and Scatter staged.
  *
  *   coll_status [nogpu]     nogpu: the component must report 0 GPUs
  */
@@ -132,7 +133,8 @@ int main(int argc, char **argv)
             MT_CHECK_EQ((d1 - d0) + (v1 - v0), NGPU);
             MT_CHECK_EQ((s1 - s0) + w + dn, NCALLS - NGPU);
             MT_CHECK(w == 0 || w == 3); /* a team takes Iallreduce, Ibcast and Iallgather */
-            MT_CHECK_EQ(dn + (w ? 1 : 0), 1); /* Iallreduce: the team's or the ring's */
+            /* The four non-blocking ones: the team's or over point-to-point. */
+            MT_CHECK_EQ(dn + w, 4);
             MT_CHECK_EQ(p1 - p0, 0);
             cudaFree(da);
             cudaFree(db);
