@@ -46,7 +46,7 @@
  * host algorithm (docs/coll.md). An agreement between ranks would cost a
  * host collective on every host reduction, which the host path must not pay.
  *
- * Non-blocking forms (Iallreduce, Ireduce_scatter, Ireduce_scatter_block):
+ * Non-blocking forms (Iallreduce, Ireduce, Ireduce_scatter(_block)):
  * the same ring as a job that MPI's progress moves on (gw_coll_nb_job): each
  * poll posts a step's messages, combines the segments that have arrived and
  * moves to the next step once the step's messages and kernels are done;
@@ -527,10 +527,10 @@ static int run_scan(ctx_t *c, bool exclusive)
 static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    const unsigned rings = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
+    const unsigned rings = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
+                           GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
                            GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK);
-    const unsigned reductions = rings | GW_COLL_BIT(GW_COLL_REDUCE) | GW_COLL_BIT(GW_COLL_SCAN) |
-                                GW_COLL_BIT(GW_COLL_EXSCAN);
+    const unsigned reductions = rings | GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
     if (!gw_coll_p2p_accepts(a, reductions, rings, mca_coll_gpuwire.reduce_algorithm)) return false;
     int op, type;
     return gw_coll_table_ids(a->op, a->dtype, &op, &type);
@@ -593,7 +593,9 @@ static int ctx_init(ctx_t *c, const gw_coll_args_t *a, gw_coll_args_t *eff,
  * Non-blocking forms: the ring as a job (the file's header)
  * ------------------------------------------------------------------------ */
 
-enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_DONE };
+/* Allreduce: RS then AG; Reduce: RS then GATHER (every rank's reduced chunk
+ * to the root); Reduce_scatter(_block): RS. */
+enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_GATHER, RING_DONE };
 
 typedef struct {
     mca_coll_gpuwire_module_t *m;
@@ -604,7 +606,8 @@ typedef struct {
     ring_t g;
     size_t *off, *cnt;
     gw_coll_dev_buf_t s;
-    bool allreduce;
+    gw_coll_id_t id;
+    bool whole;       /* Allreduce, Reduce: even chunks of count elements */
     bool in_place_rs; /* reduce-scatter in place: the result is copied from g.last */
     uint64_t seq;     /* 1 + how many ring jobs the module had before */
     bool passed;      /* ring_nb_passed counts this job */
@@ -661,7 +664,7 @@ static int ring_job_begin(ring_job_t *j)
     j->off = calloc(2 * (size_t)c->n, sizeof(size_t));
     if (NULL == j->off) return OMPI_ERR_OUT_OF_RESOURCE;
     j->cnt = j->off + c->n;
-    if (j->allreduce) {
+    if (j->whole) {
         even_chunks((size_t)a->count, c->n, j->off, j->cnt);
     } else {
         for (int i = 0, at = 0; i < c->n; ++i) {
@@ -673,15 +676,19 @@ static int ring_job_begin(ring_job_t *j)
     j->phase = RING_RS;
     if (1 == c->n) {
         j->phase = RING_DONE;
-        return copy_sync(c, a->rbuf, src, j->allreduce ? (size_t)a->count : j->cnt[0]);
+        return copy_sync(c, a->rbuf, src, j->whole ? (size_t)a->count : j->cnt[0]);
     }
     const size_t chunk_bytes = max_of(j->cnt, c->n) * c->es;
-    err = scratch(c, j->allreduce ? chunk_bytes : 3 * chunk_bytes, &j->s);
+    /* Receive scratch; at a non-root of Reduce the accumulator; two slots
+     * for Reduce_scatter. */
+    const bool root = GW_COLL_REDUCE != j->id || c->me == a->root;
+    err = scratch(c, j->whole ? chunk_bytes + (root ? 0 : (size_t)a->count * c->es)
+                              : 3 * chunk_bytes, &j->s);
     if (OMPI_SUCCESS != err) return err;
     char *base = j->s.ptr;
     j->g = (ring_t){.off = j->off, .cnt = j->cnt, .src = src, .rbuf = base};
-    if (j->allreduce) {
-        j->g.acc = (char *)a->rbuf;
+    if (j->whole) {
+        j->g.acc = root ? (char *)a->rbuf : base + chunk_bytes;
     } else {
         j->g.shift = -1;
         j->g.slot[0] = base + chunk_bytes;
@@ -690,6 +697,23 @@ static int ring_job_begin(ring_job_t *j)
         j->g.last = in_place ? j->g.slot[(c->n - 2) & 1] : (char *)a->rbuf;
     }
     return OMPI_SUCCESS;
+}
+
+/* Frees a step's requests, all complete; *step_done unless one failed. */
+static int ring_job_reap(ring_job_t *j, bool *step_done)
+{
+    ctx_t *c = &j->c;
+    int err = OMPI_SUCCESS;
+    for (size_t i = 0; i < c->nreqs; ++i) {
+        if (OMPI_SUCCESS == err && MPI_SUCCESS != c->reqs[i]->req_status.MPI_ERROR) {
+            err = c->reqs[i]->req_status.MPI_ERROR;
+        }
+        ompi_request_free(&c->reqs[i]);
+    }
+    c->nreqs = 0;
+    j->posted = false;
+    *step_done = OMPI_SUCCESS == err;
+    return err;
 }
 
 /* One step of the reduce-scatter (ring_reduce_scatter) or of Allreduce's
@@ -744,17 +768,35 @@ static int ring_job_step(ring_job_t *j, bool query, bool *step_done)
         if (!d) return OMPI_SUCCESS;
         j->kernels = false;
     }
-    int err = OMPI_SUCCESS;
-    for (size_t i = 0; i < c->nreqs; ++i) {
-        if (OMPI_SUCCESS == err && MPI_SUCCESS != c->reqs[i]->req_status.MPI_ERROR) {
-            err = c->reqs[i]->req_status.MPI_ERROR;
+    return ring_job_reap(j, step_done);
+}
+
+/* Reduce's last step: every rank's reduced chunk (rank q holds chunk q + 1)
+ * to the root, as the blocking form sends it. */
+static int ring_job_gather(ring_job_t *j, bool *step_done)
+{
+    ctx_t *c = &j->c;
+    const ring_t *g = &j->g;
+    const int root = c->a->root;
+    *step_done = false;
+    if (!j->posted) {
+        j->posted = true;
+        int err = OMPI_SUCCESS;
+        if (c->me == root) {
+            for (int q = 0; q < c->n && OMPI_SUCCESS == err; ++q) {
+                const int chunk = mod(q + 1, c->n);
+                if (q != c->me) {
+                    err = post(c, false, g->acc + g->off[chunk] * c->es, g->cnt[chunk], q);
+                }
+            }
+        } else {
+            const int chunk = mod(c->me + 1, c->n);
+            err = post(c, true, g->acc + g->off[chunk] * c->es, g->cnt[chunk], root);
         }
-        ompi_request_free(&c->reqs[i]);
+        if (OMPI_SUCCESS != err) return err;
     }
-    c->nreqs = 0;
-    j->posted = false;
-    *step_done = OMPI_SUCCESS == err;
-    return err;
+    if (!ring_job_idle(j)) return OMPI_SUCCESS;
+    return ring_job_reap(j, step_done);
 }
 
 static int ring_job_poll(void *p, bool query, bool *done)
@@ -772,12 +814,21 @@ static int ring_job_poll(void *p, bool query, bool *done)
     }
     while (RING_DONE != j->phase) {
         bool step_done = false;
-        const int err = ring_job_step(j, query, &step_done);
+        const int err = RING_GATHER == j->phase ? ring_job_gather(j, &step_done)
+                                                : ring_job_step(j, query, &step_done);
         if (OMPI_SUCCESS != err) return err;
         if (!step_done) return OMPI_SUCCESS;
-        if (++j->k == c->n - 1) {
+        if (RING_GATHER == j->phase) {
+            j->phase = RING_DONE;
+        } else if (++j->k == c->n - 1) {
             j->k = 0;
-            j->phase = RING_RS == j->phase && j->allreduce ? RING_AG : RING_DONE;
+            if (RING_RS == j->phase && GW_COLL_ALLREDUCE == j->id) {
+                j->phase = RING_AG;
+            } else if (RING_RS == j->phase && GW_COLL_REDUCE == j->id) {
+                j->phase = RING_GATHER;
+            } else {
+                j->phase = RING_DONE;
+            }
         }
     }
     ring_job_pass(j);
@@ -808,7 +859,8 @@ static int devreduce_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     if (NULL == j) return OMPI_ERR_OUT_OF_RESOURCE;
     j->m = m;
     memcpy(j->r, r, sizeof(j->r));
-    j->allreduce = GW_COLL_ALLREDUCE == a->id;
+    j->id = a->id;
+    j->whole = GW_COLL_ALLREDUCE == a->id || GW_COLL_REDUCE == a->id;
     j->phase = RING_WAIT_TURN;
     int err = ctx_init(&j->c, a, &j->eff, j->r, GW_TAG_RING_NB);
     /* The application's work on the default stream of every GPU the call
