@@ -238,7 +238,7 @@ static int component_register(void)
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_nb_calls",
                      "Non-blocking collectives on device buffers run on the GPU over "
-                     "point-to-point: Iallreduce, Ireduce, Ireduce_scatter(_block) (counted when their "
+                     "point-to-point: the reductions (counted when their "
                      "turn comes), Ibcast, Iallgather(v), Ialltoall(v) (at initiation)",
                      &mca_coll_gpuwire.device_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nvlink_calls",

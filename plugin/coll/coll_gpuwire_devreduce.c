@@ -527,11 +527,13 @@ static int run_scan(ctx_t *c, bool exclusive)
 static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
-    const unsigned rings = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
-                           GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
-                           GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK);
-    const unsigned reductions = rings | GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
-    if (!gw_coll_p2p_accepts(a, reductions, rings, mca_coll_gpuwire.reduce_algorithm)) return false;
+    const unsigned reductions = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
+                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
+                                GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK) |
+                                GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
+    if (!gw_coll_p2p_accepts(a, reductions, reductions, mca_coll_gpuwire.reduce_algorithm)) {
+        return false;
+    }
     int op, type;
     return gw_coll_table_ids(a->op, a->dtype, &op, &type);
 }
@@ -594,8 +596,9 @@ static int ctx_init(ctx_t *c, const gw_coll_args_t *a, gw_coll_args_t *eff,
  * ------------------------------------------------------------------------ */
 
 /* Allreduce: RS then AG; Reduce: RS then GATHER (every rank's reduced chunk
- * to the root); Reduce_scatter(_block): RS. */
-enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_GATHER, RING_DONE };
+ * to the root); Reduce_scatter(_block): RS; Scan, Exscan: CHAIN (run_scan's
+ * chain, a segment sent on once its kernels are done). */
+enum { RING_WAIT_TURN, RING_RS, RING_AG, RING_GATHER, RING_CHAIN, RING_DONE };
 
 typedef struct {
     mca_coll_gpuwire_module_t *m;
@@ -616,6 +619,10 @@ typedef struct {
     size_t nrecv, j, done; /* the step's receives, the next to combine, elements combined */
     uint64_t ticket;  /* the step's last kernel */
     bool kernels;
+    /* The chain: where the prefix arrives, where what goes on is written,
+     * and whether segment j waits for its kernels before it is sent on. */
+    char *prefix, *fwd;
+    bool fwd_wait;
 } ring_job_t;
 
 /* Lets the next job of the module post its messages (once). */
@@ -632,6 +639,23 @@ static bool ring_job_idle(const ring_job_t *j)
         if (!REQUEST_COMPLETE(j->c.reqs[i])) return false;
     }
     return true;
+}
+
+/* Frees a step's requests, all complete; *step_done unless one failed. */
+static int ring_job_reap(ring_job_t *j, bool *step_done)
+{
+    ctx_t *c = &j->c;
+    int err = OMPI_SUCCESS;
+    for (size_t i = 0; i < c->nreqs; ++i) {
+        if (OMPI_SUCCESS == err && MPI_SUCCESS != c->reqs[i]->req_status.MPI_ERROR) {
+            err = c->reqs[i]->req_status.MPI_ERROR;
+        }
+        ompi_request_free(&c->reqs[i]);
+    }
+    c->nreqs = 0;
+    j->posted = false;
+    *step_done = OMPI_SUCCESS == err;
+    return err;
 }
 
 static void ring_job_release(void *p)
@@ -652,6 +676,94 @@ static void ring_job_release(void *p)
     free(j);
 }
 
+/* The chain's set-up (run_scan's buffers): rank 0 starts its copy and sends
+ * its input on; the others post the prefix's receives. */
+static int ring_job_begin_chain(ring_job_t *j, const char *src)
+{
+    ctx_t *c = &j->c;
+    const gw_coll_args_t *a = c->a;
+    const size_t count = (size_t)a->count, bytes = count * c->es;
+    const bool exclusive = GW_COLL_EXSCAN == j->id, in_place = MPI_IN_PLACE == a->sbuf;
+    const bool last = c->me == c->n - 1;
+    j->phase = RING_CHAIN;
+    j->g.src = src;
+    if (0 == c->me) {
+        int err = OMPI_SUCCESS;
+        if (!exclusive && !in_place) {
+            err = copy_start(c, a->rbuf, src, count, &j->ticket);
+            j->kernels = OMPI_SUCCESS == err;
+        }
+        if (OMPI_SUCCESS == err && !last) err = post(c, true, (void *)src, count, 1);
+        return err;
+    }
+    const bool need_fwd = exclusive && !last;
+    int err = scratch(c, exclusive ? (in_place ? bytes : 0) + (need_fwd ? bytes : 0) : bytes, &j->s);
+    if (OMPI_SUCCESS != err) return err;
+    j->prefix = (exclusive && !in_place) ? (char *)a->rbuf : (char *)j->s.ptr;
+    j->fwd = exclusive ? (char *)j->s.ptr + (in_place ? bytes : 0) : (char *)a->rbuf;
+    err = post(c, false, j->prefix, count, c->me - 1);
+    j->nrecv = c->nreqs;
+    return err;
+}
+
+/* The chain, as far as it goes now: each segment of the prefix that has
+ * landed is combined (scan: prefix op mine into rbuf; exscan: prefix op
+ * mine into fwd, the prefix itself the result) and, once its kernels are
+ * done, sent on to the next rank; *done once everything has. */
+static int ring_job_chain(ring_job_t *j, bool query, bool *done)
+{
+    ctx_t *c = &j->c;
+    const gw_coll_args_t *a = c->a;
+    const size_t count = (size_t)a->count;
+    const bool exclusive = GW_COLL_EXSCAN == j->id, in_place = MPI_IN_PLACE == a->sbuf;
+    const bool last = c->me == c->n - 1;
+    *done = false;
+    while (0 != c->me && j->j < j->nrecv) {
+        const size_t len = count - j->done < c->seg_elems ? count - j->done : c->seg_elems;
+        const size_t at = j->done * c->es;
+        if (!j->fwd_wait) {
+            ompi_request_t *q = c->reqs[j->j];
+            if (!REQUEST_COMPLETE(q)) return OMPI_SUCCESS;
+            if (MPI_SUCCESS != q->req_status.MPI_ERROR) return q->req_status.MPI_ERROR;
+            int err = OMPI_SUCCESS;
+            if (!exclusive || !last) {
+                err = reduce_start(c, j->prefix + at, j->g.src + at, j->fwd + at, len, &j->ticket);
+                j->kernels = true;
+            }
+            /* Exscan in place: the prefix is the result; the kernel above
+             * has read this segment of rbuf before the copy (same stream). */
+            if (OMPI_SUCCESS == err && exclusive && in_place) {
+                err = copy_start(c, (char *)a->rbuf + at, j->prefix + at, len, &j->ticket);
+                j->kernels = true;
+            }
+            if (OMPI_SUCCESS != err) return err;
+            j->fwd_wait = !last;
+        }
+        if (j->fwd_wait) {
+            bool d = false;
+            if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
+                return fail(c, "device stream");
+            }
+            if (!d) return OMPI_SUCCESS;
+            j->fwd_wait = false;
+            const int err = post(c, true, j->fwd + at, len, c->me + 1);
+            if (OMPI_SUCCESS != err) return err;
+        }
+        j->done += len;
+        ++j->j;
+    }
+    if (!ring_job_idle(j)) return OMPI_SUCCESS;
+    if (j->kernels) {
+        bool d = false;
+        if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
+            return fail(c, "device stream");
+        }
+        if (!d) return OMPI_SUCCESS;
+        j->kernels = false;
+    }
+    return ring_job_reap(j, done);
+}
+
 /* Its turn: temporaries, chunks and scratch, as the blocking forms set them up. */
 static int ring_job_begin(ring_job_t *j)
 {
@@ -661,6 +773,7 @@ static int ring_job_begin(ring_job_t *j)
     if (OMPI_SUCCESS != err) return err;
     const bool in_place = MPI_IN_PLACE == a->sbuf;
     const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
+    if (GW_COLL_SCAN == j->id || GW_COLL_EXSCAN == j->id) return ring_job_begin_chain(j, src);
     j->off = calloc(2 * (size_t)c->n, sizeof(size_t));
     if (NULL == j->off) return OMPI_ERR_OUT_OF_RESOURCE;
     j->cnt = j->off + c->n;
@@ -697,23 +810,6 @@ static int ring_job_begin(ring_job_t *j)
         j->g.last = in_place ? j->g.slot[(c->n - 2) & 1] : (char *)a->rbuf;
     }
     return OMPI_SUCCESS;
-}
-
-/* Frees a step's requests, all complete; *step_done unless one failed. */
-static int ring_job_reap(ring_job_t *j, bool *step_done)
-{
-    ctx_t *c = &j->c;
-    int err = OMPI_SUCCESS;
-    for (size_t i = 0; i < c->nreqs; ++i) {
-        if (OMPI_SUCCESS == err && MPI_SUCCESS != c->reqs[i]->req_status.MPI_ERROR) {
-            err = c->reqs[i]->req_status.MPI_ERROR;
-        }
-        ompi_request_free(&c->reqs[i]);
-    }
-    c->nreqs = 0;
-    j->posted = false;
-    *step_done = OMPI_SUCCESS == err;
-    return err;
 }
 
 /* One step of the reduce-scatter (ring_reduce_scatter) or of Allreduce's
@@ -814,11 +910,12 @@ static int ring_job_poll(void *p, bool query, bool *done)
     }
     while (RING_DONE != j->phase) {
         bool step_done = false;
-        const int err = RING_GATHER == j->phase ? ring_job_gather(j, &step_done)
-                                                : ring_job_step(j, query, &step_done);
+        const int err = RING_GATHER == j->phase  ? ring_job_gather(j, &step_done)
+                        : RING_CHAIN == j->phase ? ring_job_chain(j, query, &step_done)
+                                                 : ring_job_step(j, query, &step_done);
         if (OMPI_SUCCESS != err) return err;
         if (!step_done) return OMPI_SUCCESS;
-        if (RING_GATHER == j->phase) {
+        if (RING_GATHER == j->phase || RING_CHAIN == j->phase) {
             j->phase = RING_DONE;
         } else if (++j->k == c->n - 1) {
             j->k = 0;
