@@ -663,8 +663,13 @@ static void ring_job_release(void *p)
     ring_job_t *j = p;
     /* A failed job may leave messages in flight into its scratch and
      * temporaries: those are then never given back (an error ends the
-     * program's use of MPI anyway), rather than reused under them. */
+     * program's use of MPI anyway), rather than reused under them. Its
+     * kernels are waited for (locally) before they are given back. */
     const bool idle = ring_job_idle(j);
+    if (idle && j->kernels) {
+        char why[256];
+        (void)gw_coll_copy_wait(j->c.gpu, j->ticket, why, sizeof(why));
+    }
     for (size_t i = 0; i < j->c.nreqs; ++i) ompi_request_free(&j->c.reqs[i]);
     if (idle) {
         gw_coll_scratch_put(&j->s);
