@@ -203,7 +203,8 @@ static bool bcast_chain(const move_t *c)
 {
     const gw_coll_args_t *a = c->a;
     return !a->nonblocking && mca_coll_gpuwire.bcast_chain_ranks > 0 &&
-           c->n >= mca_coll_gpuwire.bcast_chain_ranks && c->n > 2 && bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&
+           c->n >= mca_coll_gpuwire.bcast_chain_ranks && c->n > 2 &&
+           bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&
            chain_segment(a) < a->count;
 }
 

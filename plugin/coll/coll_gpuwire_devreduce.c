@@ -46,15 +46,16 @@
  * host algorithm (docs/coll.md). An agreement between ranks would cost a
  * host collective on every host reduction, which the host path must not pay.
  *
- * Non-blocking forms (Iallreduce, Ireduce, Ireduce_scatter(_block)):
- * the same ring as a job that MPI's progress moves on (gw_coll_nb_job): each
- * poll posts a step's messages, combines the segments that have arrived and
- * moves to the next step once the step's messages and kernels are done;
- * nothing waits for another rank. Their messages carry a tag of their own
- * (GW_TAG_RING_NB, coll_gpuwire_dispatch.h) that no blocking algorithm,
- * Open MPI's included, uses on the communicator, and on each rank the jobs
- * of a communicator post their messages one job after the other in
- * initiation order (ring_nb_issued / ring_nb_passed): every rank's messages of a job then meet the same job's
+ * Non-blocking forms (Iallreduce, Ireduce, Ireduce_scatter(_block), Iscan,
+ * Iexscan): the same ring or chain as a job that MPI's progress moves on
+ * (gw_coll_nb_job): each poll posts a step's messages, combines the
+ * segments that have arrived and moves to the next step once the step's
+ * messages and kernels are done; nothing waits for another rank. Their
+ * messages carry a tag of their own (GW_TAG_RING_NB, coll_gpuwire_dispatch.h)
+ * that no blocking algorithm, Open MPI's included, uses on the
+ * communicator, and on each rank the jobs of a communicator post their
+ * messages one job after the other in initiation order (ring_nb_issued /
+ * ring_nb_passed): every rank's messages of a job then meet the same job's
  * receives, as the blocking ring's do within one call.
  *
  * Regions with gaps never reach the ring: the datatypes it accepts are
@@ -702,7 +703,8 @@ static int ring_job_begin_chain(ring_job_t *j, const char *src)
         return err;
     }
     const bool need_fwd = exclusive && !last;
-    int err = scratch(c, exclusive ? (in_place ? bytes : 0) + (need_fwd ? bytes : 0) : bytes, &j->s);
+    const size_t need = exclusive ? (in_place ? bytes : 0) + (need_fwd ? bytes : 0) : bytes;
+    int err = scratch(c, need, &j->s);
     if (OMPI_SUCCESS != err) return err;
     j->prefix = (exclusive && !in_place) ? (char *)a->rbuf : (char *)j->s.ptr;
     j->fwd = exclusive ? (char *)j->s.ptr + (in_place ? bytes : 0) : (char *)a->rbuf;
