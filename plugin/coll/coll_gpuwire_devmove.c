@@ -353,13 +353,8 @@ static int move_job_poll(void *p, bool query, bool *done)
     return rc;
 }
 
-static bool move_job_ordered(void *p)
-{
-    (void)p;
-    return false; /* never declines: outside the FIFO of staged calls */
-}
-
-static const gw_coll_job_ops_t move_job_ops = {move_job_poll, move_job_release, move_job_ordered};
+/* Never declines: outside the FIFO of staged calls (not ordered). */
+static const gw_coll_job_ops_t move_job_ops = {move_job_poll, move_job_release, NULL};
 
 static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                        gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)

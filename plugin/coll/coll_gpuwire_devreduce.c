@@ -611,7 +611,6 @@ typedef struct {
     size_t *off, *cnt;
     gw_coll_dev_buf_t s;
     gw_coll_id_t id;
-    bool whole;       /* Allreduce, Reduce: even chunks of count elements */
     bool in_place_rs; /* reduce-scatter in place: the result is copied from g.last */
     uint64_t seq;     /* 1 + how many ring jobs the module had before */
     bool passed;      /* ring_nb_passed counts this job */
@@ -642,6 +641,16 @@ static bool ring_job_idle(const ring_job_t *j)
     return true;
 }
 
+/* Whether the job's last kernel (its ticket) has finished, without waiting. */
+static int ring_job_ticket(ring_job_t *j, bool query, bool *reached)
+{
+    ctx_t *c = &j->c;
+    if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, reached, c->why, sizeof(c->why))) {
+        return fail(c, "device stream");
+    }
+    return OMPI_SUCCESS;
+}
+
 /* Frees a step's requests, all complete; *step_done unless one failed. */
 static int ring_job_reap(ring_job_t *j, bool *step_done)
 {
@@ -657,6 +666,21 @@ static int ring_job_reap(ring_job_t *j, bool *step_done)
     j->posted = false;
     *step_done = OMPI_SUCCESS == err;
     return err;
+}
+
+/* A step's end, as far as it goes now: once its messages have completed and
+ * its kernels have finished, its requests are freed and *step_done set. */
+static int ring_job_settle(ring_job_t *j, bool query, bool *step_done)
+{
+    *step_done = false;
+    if (!ring_job_idle(j)) return OMPI_SUCCESS;
+    if (j->kernels) {
+        bool d = false;
+        const int err = ring_job_ticket(j, query, &d);
+        if (OMPI_SUCCESS != err || !d) return err;
+        j->kernels = false;
+    }
+    return ring_job_reap(j, step_done);
 }
 
 static void ring_job_release(void *p)
@@ -748,27 +772,16 @@ static int ring_job_chain(ring_job_t *j, bool query, bool *done)
         }
         if (j->fwd_wait) {
             bool d = false;
-            if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
-                return fail(c, "device stream");
-            }
-            if (!d) return OMPI_SUCCESS;
+            int err = ring_job_ticket(j, query, &d);
+            if (OMPI_SUCCESS != err || !d) return err;
             j->fwd_wait = false;
-            const int err = post(c, true, j->fwd + at, len, c->me + 1);
+            err = post(c, true, j->fwd + at, len, c->me + 1);
             if (OMPI_SUCCESS != err) return err;
         }
         j->done += len;
         ++j->j;
     }
-    if (!ring_job_idle(j)) return OMPI_SUCCESS;
-    if (j->kernels) {
-        bool d = false;
-        if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
-            return fail(c, "device stream");
-        }
-        if (!d) return OMPI_SUCCESS;
-        j->kernels = false;
-    }
-    return ring_job_reap(j, done);
+    return ring_job_settle(j, query, done);
 }
 
 /* Its turn: temporaries, chunks and scratch, as the blocking forms set them up. */
@@ -781,10 +794,12 @@ static int ring_job_begin(ring_job_t *j)
     const bool in_place = MPI_IN_PLACE == a->sbuf;
     const char *src = in_place ? (const char *)a->rbuf : (const char *)a->sbuf;
     if (GW_COLL_SCAN == j->id || GW_COLL_EXSCAN == j->id) return ring_job_begin_chain(j, src);
+    /* Allreduce, Reduce: even chunks of count elements. */
+    const bool whole = GW_COLL_ALLREDUCE == j->id || GW_COLL_REDUCE == j->id;
     j->off = calloc(2 * (size_t)c->n, sizeof(size_t));
     if (NULL == j->off) return OMPI_ERR_OUT_OF_RESOURCE;
     j->cnt = j->off + c->n;
-    if (j->whole) {
+    if (whole) {
         even_chunks((size_t)a->count, c->n, j->off, j->cnt);
     } else {
         for (int i = 0, at = 0; i < c->n; ++i) {
@@ -796,18 +811,18 @@ static int ring_job_begin(ring_job_t *j)
     j->phase = RING_RS;
     if (1 == c->n) {
         j->phase = RING_DONE;
-        return copy_sync(c, a->rbuf, src, j->whole ? (size_t)a->count : j->cnt[0]);
+        return copy_sync(c, a->rbuf, src, whole ? (size_t)a->count : j->cnt[0]);
     }
     const size_t chunk_bytes = max_of(j->cnt, c->n) * c->es;
     /* Receive scratch; at a non-root of Reduce the accumulator; two slots
      * for Reduce_scatter. */
     const bool root = GW_COLL_REDUCE != j->id || c->me == a->root;
-    err = scratch(c, j->whole ? chunk_bytes + (root ? 0 : (size_t)a->count * c->es)
+    err = scratch(c, whole ? chunk_bytes + (root ? 0 : (size_t)a->count * c->es)
                               : 3 * chunk_bytes, &j->s);
     if (OMPI_SUCCESS != err) return err;
     char *base = j->s.ptr;
     j->g = (ring_t){.off = j->off, .cnt = j->cnt, .src = src, .rbuf = base};
-    if (j->whole) {
+    if (whole) {
         j->g.acc = root ? (char *)a->rbuf : base + chunk_bytes;
     } else {
         j->g.shift = -1;
@@ -860,18 +875,9 @@ static int ring_job_step(ring_job_t *j, bool query, bool *step_done)
         j->done += len;
         ++j->j;
     }
-    if (!ring_job_idle(j)) return OMPI_SUCCESS;
     /* The receive scratch is written again by the next step, and the
      * kernels' output is what it sends: they must have finished. */
-    if (j->kernels) {
-        bool d = false;
-        if (0 != gw_coll_copy_done(c->gpu, j->ticket, query, &d, c->why, sizeof(c->why))) {
-            return fail(c, "device stream");
-        }
-        if (!d) return OMPI_SUCCESS;
-        j->kernels = false;
-    }
-    return ring_job_reap(j, step_done);
+    return ring_job_settle(j, query, step_done);
 }
 
 /* Reduce's last step: every rank's reduced chunk (rank q holds chunk q + 1)
@@ -898,8 +904,7 @@ static int ring_job_gather(ring_job_t *j, bool *step_done)
         }
         if (OMPI_SUCCESS != err) return err;
     }
-    if (!ring_job_idle(j)) return OMPI_SUCCESS;
-    return ring_job_reap(j, step_done);
+    return ring_job_settle(j, false, step_done);
 }
 
 static int ring_job_poll(void *p, bool query, bool *done)
@@ -948,13 +953,8 @@ static int ring_job_poll(void *p, bool query, bool *done)
     return OMPI_SUCCESS;
 }
 
-static bool ring_job_ordered(void *p)
-{
-    (void)p;
-    return false; /* never declines: outside the FIFO of staged calls */
-}
-
-static const gw_coll_job_ops_t ring_job_ops = {ring_job_poll, ring_job_release, ring_job_ordered};
+/* Never declines: outside the FIFO of staged calls (not ordered). */
+static const gw_coll_job_ops_t ring_job_ops = {ring_job_poll, ring_job_release, NULL};
 
 static int devreduce_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
@@ -964,7 +964,6 @@ static int devreduce_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     j->m = m;
     memcpy(j->r, r, sizeof(j->r));
     j->id = a->id;
-    j->whole = GW_COLL_ALLREDUCE == a->id || GW_COLL_REDUCE == a->id;
     j->phase = RING_WAIT_TURN;
     int err = ctx_init(&j->c, a, &j->eff, j->r, GW_TAG_RING_NB);
     /* The application's work on the default stream of every GPU the call

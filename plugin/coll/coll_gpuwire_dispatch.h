@@ -151,7 +151,8 @@ typedef struct {
     void (*release)(void *job);
     /* Whether an ordered job may still decline: while it may, it keeps its
      * place in the communicator's FIFO (the staged calls initiated after it
-     * start after it). */
+     * start after it). Asked only of jobs given as ordered; NULL for a kind
+     * of job that never is. */
     bool (*ordered)(void *job);
 } gw_coll_job_ops_t;
 /* A request of ours for a call on m (regions r, classified) run by job;
