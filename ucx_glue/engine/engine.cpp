@@ -1073,16 +1073,13 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
         if ((length >= params_.shared_staging_min || hinted_host_any_) && params_.peer_of_rank &&
             params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
                                  &from) == 0 && from < peers_.size()) [[unlikely]] {
-            if (peers_[from].hinted_host) {
-                // That peer may stage its small device messages because we
-                // took them into host memory (KindHint); this one landed in GPU
-                // memory: the hint into GPU memory sends it back to CUDA IPC.
-                peers_[from].hinted_host = false;
-                peers_[from].hinted_device = false;
-                hint_kind(from, kHintIntoDevice);
-            } else if (length >= params_.shared_staging_min) {
-                hint_kind(from, kHintIntoDevice);
-            }
+            // A peer we told that we take its device messages into host memory
+            // may stage the small ones; this one landed in GPU memory: a hint
+            // into GPU memory (owed again) sends it back to CUDA IPC.
+            Peer &p = peers_[from];
+            const bool back = p.hinted_host;
+            if (back) p.hinted_host = p.hinted_device = false;
+            if (back || length >= params_.shared_staging_min) hint_kind(from, kHintIntoDevice);
         }
         // From a pinned landing one DMA; from the heap through pinned chunks.
         cuda::Status s =
