@@ -157,6 +157,41 @@ typedef struct {
     mca_coll_base_module_ibarrier_fn_t previous_ibarrier;
     mca_coll_base_module_t *previous_ibarrier_module;
 
+    /* The persistent forms (MPI_<op>_init; MPIX_<op>_init in Open MPI 4.1):
+     * a request on host buffers is the previous module's. */
+    mca_coll_base_module_allgather_init_fn_t previous_allgather_init;
+    mca_coll_base_module_t *previous_allgather_init_module;
+    mca_coll_base_module_allgatherv_init_fn_t previous_allgatherv_init;
+    mca_coll_base_module_t *previous_allgatherv_init_module;
+    mca_coll_base_module_allreduce_init_fn_t previous_allreduce_init;
+    mca_coll_base_module_t *previous_allreduce_init_module;
+    mca_coll_base_module_alltoall_init_fn_t previous_alltoall_init;
+    mca_coll_base_module_t *previous_alltoall_init_module;
+    mca_coll_base_module_alltoallv_init_fn_t previous_alltoallv_init;
+    mca_coll_base_module_t *previous_alltoallv_init_module;
+    mca_coll_base_module_alltoallw_init_fn_t previous_alltoallw_init;
+    mca_coll_base_module_t *previous_alltoallw_init_module;
+    mca_coll_base_module_bcast_init_fn_t previous_bcast_init;
+    mca_coll_base_module_t *previous_bcast_init_module;
+    mca_coll_base_module_exscan_init_fn_t previous_exscan_init;
+    mca_coll_base_module_t *previous_exscan_init_module;
+    mca_coll_base_module_gather_init_fn_t previous_gather_init;
+    mca_coll_base_module_t *previous_gather_init_module;
+    mca_coll_base_module_gatherv_init_fn_t previous_gatherv_init;
+    mca_coll_base_module_t *previous_gatherv_init_module;
+    mca_coll_base_module_reduce_init_fn_t previous_reduce_init;
+    mca_coll_base_module_t *previous_reduce_init_module;
+    mca_coll_base_module_reduce_scatter_init_fn_t previous_reduce_scatter_init;
+    mca_coll_base_module_t *previous_reduce_scatter_init_module;
+    mca_coll_base_module_reduce_scatter_block_init_fn_t previous_reduce_scatter_block_init;
+    mca_coll_base_module_t *previous_reduce_scatter_block_init_module;
+    mca_coll_base_module_scan_init_fn_t previous_scan_init;
+    mca_coll_base_module_t *previous_scan_init_module;
+    mca_coll_base_module_scatter_init_fn_t previous_scatter_init;
+    mca_coll_base_module_t *previous_scatter_init_module;
+    mca_coll_base_module_scatterv_init_fn_t previous_scatterv_init;
+    mca_coll_base_module_t *previous_scatterv_init_module;
+
     /* Non-blocking collectives initiated on this communicator whose previous
      * module's collective has not started yet, oldest first; they start in
      * this order (coll_gpuwire_staged.c, under its lock). */

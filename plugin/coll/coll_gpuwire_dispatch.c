@@ -139,3 +139,17 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     return OMPI_ERR_NOT_SUPPORTED;
 }
+
+int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
+                 ompi_request_t **request)
+{
+    gw_mem_kind_t kind = GW_MEM_HOST;
+    if (mca_coll_gpuwire.device_ready) {
+        gw_coll_region_t r[GW_REGION_COUNT];
+        gw_coll_regions(a, r);
+        const int rc = classify(r, &kind);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
+    if (GW_MEM_HOST == kind) return gw_coll_call_previous_init(m, a, info, request);
+    return gw_coll_persistent_new(m, a, request);
+}

@@ -129,6 +129,21 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                           const void *sbuf, void *rbuf, ompi_request_t **request);
 
+/* The persistent form of a call (MPI_<op>_init): on host buffers the
+ * previous module's request; on device buffers a request of ours whose
+ * every MPI_Start runs the non-blocking form through gw_coll_dispatch. The
+ * buffers are classified here, once: MPI fixes them for the request's
+ * life. */
+int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
+                 ompi_request_t **request);
+/* The previous module's persistent form of a->id (coll_gpuwire_module.c). */
+int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                               struct ompi_info_t *info, ompi_request_t **request);
+/* A persistent request of ours for a call on device buffers
+ * (coll_gpuwire_staged.c). */
+int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           ompi_request_t **request);
+
 /* A non-blocking collective on the application's buffers, through the
  * previous module: started now when nothing initiated earlier on the
  * communicator is still waiting for its start, else queued behind it and

@@ -69,6 +69,22 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     GW_SAVE_PREVIOUS(m, comm, iscatter);
     GW_SAVE_PREVIOUS(m, comm, iscatterv);
     GW_SAVE_PREVIOUS(m, comm, ibarrier);
+    GW_SAVE_PREVIOUS(m, comm, allgather_init);
+    GW_SAVE_PREVIOUS(m, comm, allgatherv_init);
+    GW_SAVE_PREVIOUS(m, comm, allreduce_init);
+    GW_SAVE_PREVIOUS(m, comm, alltoall_init);
+    GW_SAVE_PREVIOUS(m, comm, alltoallv_init);
+    GW_SAVE_PREVIOUS(m, comm, alltoallw_init);
+    GW_SAVE_PREVIOUS(m, comm, bcast_init);
+    GW_SAVE_PREVIOUS(m, comm, exscan_init);
+    GW_SAVE_PREVIOUS(m, comm, gather_init);
+    GW_SAVE_PREVIOUS(m, comm, gatherv_init);
+    GW_SAVE_PREVIOUS(m, comm, reduce_init);
+    GW_SAVE_PREVIOUS(m, comm, reduce_scatter_init);
+    GW_SAVE_PREVIOUS(m, comm, reduce_scatter_block_init);
+    GW_SAVE_PREVIOUS(m, comm, scan_init);
+    GW_SAVE_PREVIOUS(m, comm, scatter_init);
+    GW_SAVE_PREVIOUS(m, comm, scatterv_init);
     COLL_GPUWIRE_VERBOSE(10, "enabled on %s (cid %u, %d ranks): allreduce over %p",
                          comm->c_name, (unsigned)gw_comm_cid(comm), ompi_comm_size(comm),
                          (void *)m->previous_allreduce_module);
@@ -118,6 +134,22 @@ static void module_destruct(mca_coll_gpuwire_module_t *m)
     GW_RELEASE_PREVIOUS(m, iscatter);
     GW_RELEASE_PREVIOUS(m, iscatterv);
     GW_RELEASE_PREVIOUS(m, ibarrier);
+    GW_RELEASE_PREVIOUS(m, allgather_init);
+    GW_RELEASE_PREVIOUS(m, allgatherv_init);
+    GW_RELEASE_PREVIOUS(m, allreduce_init);
+    GW_RELEASE_PREVIOUS(m, alltoall_init);
+    GW_RELEASE_PREVIOUS(m, alltoallv_init);
+    GW_RELEASE_PREVIOUS(m, alltoallw_init);
+    GW_RELEASE_PREVIOUS(m, bcast_init);
+    GW_RELEASE_PREVIOUS(m, exscan_init);
+    GW_RELEASE_PREVIOUS(m, gather_init);
+    GW_RELEASE_PREVIOUS(m, gatherv_init);
+    GW_RELEASE_PREVIOUS(m, reduce_init);
+    GW_RELEASE_PREVIOUS(m, reduce_scatter_init);
+    GW_RELEASE_PREVIOUS(m, reduce_scatter_block_init);
+    GW_RELEASE_PREVIOUS(m, scan_init);
+    GW_RELEASE_PREVIOUS(m, scatter_init);
+    GW_RELEASE_PREVIOUS(m, scatterv_init);
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuwire_module_t, mca_coll_base_module_t, module_construct,
@@ -252,6 +284,76 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                      a->rdtype, a->root, c, request, m->previous_iscatterv_module);
     case GW_COLL_BARRIER:
         return m->previous_ibarrier(c, request, m->previous_ibarrier_module);
+    case GW_COLL_COUNT:
+        break;
+    }
+    return OMPI_ERR_NOT_SUPPORTED;
+}
+
+int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                               struct ompi_info_t *info, ompi_request_t **request)
+{
+    struct ompi_communicator_t *c = a->comm;
+    const void *sbuf = a->sbuf;
+    void *rbuf = a->rbuf;
+    switch (a->id) {
+    case GW_COLL_ALLGATHER:
+        return m->previous_allgather_init(sbuf, a->scount, a->sdtype, rbuf, a->rcount, a->rdtype,
+                                          c, info, request, m->previous_allgather_init_module);
+    case GW_COLL_ALLGATHERV:
+        return m->previous_allgatherv_init(sbuf, a->scount, a->sdtype, rbuf, a->rcounts,
+                                           a->rdispls, a->rdtype, c, info, request,
+                                           m->previous_allgatherv_init_module);
+    case GW_COLL_ALLREDUCE:
+        return m->previous_allreduce_init(sbuf, rbuf, a->count, a->dtype, a->op, c, info,
+                                          request, m->previous_allreduce_init_module);
+    case GW_COLL_ALLTOALL:
+        return m->previous_alltoall_init(sbuf, a->scount, a->sdtype, rbuf, a->rcount, a->rdtype,
+                                         c, info, request, m->previous_alltoall_init_module);
+    case GW_COLL_ALLTOALLV:
+        return m->previous_alltoallv_init(sbuf, a->scounts, a->sdispls, a->sdtype, rbuf,
+                                          a->rcounts, a->rdispls, a->rdtype, c, info, request,
+                                          m->previous_alltoallv_init_module);
+    case GW_COLL_ALLTOALLW:
+        return m->previous_alltoallw_init(sbuf, a->scounts, a->sdispls, a->sdtypes, rbuf,
+                                          a->rcounts, a->rdispls, a->rdtypes, c, info, request,
+                                          m->previous_alltoallw_init_module);
+    case GW_COLL_BCAST:
+        return m->previous_bcast_init(rbuf, a->count, a->dtype, a->root, c, info, request,
+                                      m->previous_bcast_init_module);
+    case GW_COLL_EXSCAN:
+        return m->previous_exscan_init(sbuf, rbuf, a->count, a->dtype, a->op, c, info, request,
+                                       m->previous_exscan_init_module);
+    case GW_COLL_GATHER:
+        return m->previous_gather_init(sbuf, a->scount, a->sdtype, rbuf, a->rcount, a->rdtype,
+                                       a->root, c, info, request,
+                                       m->previous_gather_init_module);
+    case GW_COLL_GATHERV:
+        return m->previous_gatherv_init(sbuf, a->scount, a->sdtype, rbuf, a->rcounts, a->rdispls,
+                                        a->rdtype, a->root, c, info, request,
+                                        m->previous_gatherv_init_module);
+    case GW_COLL_REDUCE:
+        return m->previous_reduce_init(sbuf, rbuf, a->count, a->dtype, a->op, a->root, c, info,
+                                       request, m->previous_reduce_init_module);
+    case GW_COLL_REDUCE_SCATTER:
+        return m->previous_reduce_scatter_init(sbuf, rbuf, a->rcounts, a->dtype, a->op, c, info,
+                                               request, m->previous_reduce_scatter_init_module);
+    case GW_COLL_REDUCE_SCATTER_BLOCK:
+        return m->previous_reduce_scatter_block_init(
+            sbuf, rbuf, a->rcount, a->dtype, a->op, c, info, request,
+            m->previous_reduce_scatter_block_init_module);
+    case GW_COLL_SCAN:
+        return m->previous_scan_init(sbuf, rbuf, a->count, a->dtype, a->op, c, info, request,
+                                     m->previous_scan_init_module);
+    case GW_COLL_SCATTER:
+        return m->previous_scatter_init(sbuf, a->scount, a->sdtype, rbuf, a->rcount, a->rdtype,
+                                        a->root, c, info, request,
+                                        m->previous_scatter_init_module);
+    case GW_COLL_SCATTERV:
+        return m->previous_scatterv_init(sbuf, a->scounts, a->sdispls, a->sdtype, rbuf,
+                                         a->rcount, a->rdtype, a->root, c, info, request,
+                                         m->previous_scatterv_init_module);
+    case GW_COLL_BARRIER: /* not provided */
     case GW_COLL_COUNT:
         break;
     }

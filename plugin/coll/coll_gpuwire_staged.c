@@ -266,6 +266,7 @@ static struct {
     opal_mutex_t lock;
     gw_coll_request_t *first;  /* pending: oldest first */
     gw_coll_request_t **lastp; /* the next field of the newest, or &first */
+    gw_coll_request_t *spares; /* persistent requests freed, kept for reuse */
     bool busy;                 /* the progress function runs: not entered again */
     bool progress_registered;
     bool initialized;
@@ -309,13 +310,11 @@ static int request_cancel(ompi_request_t *request, int complete)
     return MPI_ERR_REQUEST; /* collectives cannot be cancelled */
 }
 
-/* A request of ours for a call on m; it retains the communicator (and so
- * the module and the modules below it) until it is released. */
-static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+/* Makes r a request of ours for a call on m; it retains the communicator
+ * (and so the module and the modules below it) until it is released. */
+static gw_coll_request_t *request_init(ompi_request_t *r, mca_coll_gpuwire_module_t *m,
+                                       const gw_coll_args_t *a)
 {
-    gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
-    if (NULL == obj) return NULL;
-    ompi_request_t *r = &obj->super;
     gw_coll_request_t *req = state_of(r);
     memset(req, 0, sizeof(*req));
     req->mpi = r;
@@ -334,6 +333,12 @@ static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_col
     r->req_status = ompi_status_empty;
     OBJ_RETAIN(a->comm);
     return req;
+}
+
+static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+{
+    gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
+    return NULL == obj ? NULL : request_init(&obj->super, m, a);
 }
 
 static int request_start(gw_coll_request_t *req)
@@ -531,6 +536,7 @@ int mca_coll_gpuwire_requests_init(void)
     OBJ_CONSTRUCT(&requests.lock, opal_mutex_t);
     requests.first = NULL;
     requests.lastp = &requests.first;
+    requests.spares = NULL;
     requests.busy = false;
     requests.progress_registered = false;
     requests.initialized = true;
@@ -543,6 +549,11 @@ void mca_coll_gpuwire_requests_fini(void)
     if (requests.progress_registered) opal_progress_unregister(requests_progress);
     if (NULL != requests.first) {
         gw_help(GW_HELP_COLL_PENDING);
+    }
+    while (NULL != requests.spares) {
+        gw_coll_request_t *req = requests.spares;
+        requests.spares = req->next;
+        OBJ_RELEASE(req->mpi);
     }
     OBJ_DESTRUCT(&requests.lock);
     requests.initialized = false;
@@ -631,6 +642,122 @@ static int staged_nonblocking(mca_coll_gpuwire_module_t *m, const gw_coll_args_t
         return rc;
     }
     return request_enqueue(req, request);
+}
+
+/* ------------------------------------------------------------------------
+ * Persistent requests (MPI_<op>_init on device buffers)
+ *
+ * The request keeps the call's arguments. Each MPI_Start runs the
+ * non-blocking form through the dispatch (on device buffers every algorithm
+ * answers with a request of ours), and that inner request's completion
+ * callback completes the persistent one. A start's inner request is freed
+ * by the next start or with the persistent request. Persistent requests
+ * that are freed stay allocated for reuse until the component closes:
+ * Open MPI's MPI_<op>_init bindings wrap req_free and read the request
+ * after it returned (to release the datatypes and op they retained).
+ * ------------------------------------------------------------------------ */
+
+/* Frees the inner request of the last start (ours: given back now, or by
+ * the progress function once it has completed). */
+static void persistent_drop_inner(gw_coll_request_t *req)
+{
+    if (NULL != req->inner) ompi_request_free(&req->inner);
+}
+
+/* Gives back what an inactive (or freed and now complete) persistent request
+ * holds and keeps the object for reuse. */
+static void persistent_release(gw_coll_request_t *req)
+{
+    ompi_request_t *r = req->mpi;
+    struct ompi_communicator_t *comm = req->args.comm;
+    persistent_drop_inner(req);
+    OMPI_REQUEST_FINI(r);
+    OBJ_RELEASE(comm);
+    OPAL_THREAD_LOCK(&requests.lock);
+    req->next = requests.spares;
+    requests.spares = req;
+    OPAL_THREAD_UNLOCK(&requests.lock);
+}
+
+/* The inner request's completion callback (in the thread that completes it,
+ * outside requests.lock). */
+static int persistent_inner_done(ompi_request_t *inner)
+{
+    gw_coll_request_t *req = inner->req_complete_cb_data;
+    req->mpi->req_status.MPI_ERROR = inner->req_status.MPI_ERROR;
+    OPAL_THREAD_LOCK(&requests.lock);
+    req->done = true;
+    const bool freed = req->freed;
+    OPAL_THREAD_UNLOCK(&requests.lock);
+    if (freed) {
+        persistent_release(req);
+    } else {
+        ompi_request_complete(req->mpi, true);
+    }
+    return 0;
+}
+
+static int persistent_start(size_t count, ompi_request_t **reqs)
+{
+    for (size_t i = 0; i < count; ++i) {
+        ompi_request_t *r = reqs[i];
+        gw_coll_request_t *req = state_of(r);
+        persistent_drop_inner(req);
+        r->req_status = ompi_status_empty;
+        r->req_state = OMPI_REQUEST_ACTIVE;
+        r->req_complete = REQUEST_PENDING;
+        req->done = false;
+        const int rc = gw_coll_dispatch(req->module, &req->args, &req->inner);
+        if (OMPI_SUCCESS != rc) {
+            /* Nothing started: inactive again, and the start fails. */
+            req->inner = NULL;
+            req->done = true;
+            r->req_state = OMPI_REQUEST_INACTIVE;
+            r->req_complete = REQUEST_COMPLETED;
+            return rc;
+        }
+        ompi_request_set_callback(req->inner, persistent_inner_done, req);
+    }
+    return OMPI_SUCCESS;
+}
+
+static int persistent_free(ompi_request_t **rptr)
+{
+    gw_coll_request_t *req = state_of(*rptr);
+    OPAL_THREAD_LOCK(&requests.lock);
+    const bool active = !req->done;
+    req->freed = active; /* released by the completion callback */
+    OPAL_THREAD_UNLOCK(&requests.lock);
+    if (!active) persistent_release(req);
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           ompi_request_t **request)
+{
+    OPAL_THREAD_LOCK(&requests.lock);
+    gw_coll_request_t *spare = requests.spares;
+    if (NULL != spare) requests.spares = spare->next;
+    OPAL_THREAD_UNLOCK(&requests.lock);
+    ompi_request_t *r;
+    if (NULL != spare) {
+        /* As new: libmpi's constructors clear what the bindings set. */
+        r = spare->mpi;
+        opal_obj_run_destructors((opal_object_t *)r);
+        opal_obj_run_constructors((opal_object_t *)r);
+    } else {
+        gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
+        if (NULL == obj) return OMPI_ERR_OUT_OF_RESOURCE;
+        r = &obj->super;
+    }
+    gw_coll_request_t *req = request_init(r, m, a);
+    OMPI_REQUEST_INIT(r, true); /* inactive, complete */
+    r->req_start = persistent_start;
+    r->req_free = persistent_free;
+    req->done = true; /* persistent: done while inactive; inner: the last start's */
+    *request = r;
+    return OMPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -85,7 +85,7 @@ void case_bcast(MPI_Comm comm, bool nb)
                 img_set_flat(&b, expect, 0, c, s, root, 0);
                 MPI_Datatype dt = tt[types[ti]].dt;
                 TRUN(nb, MPI_Bcast(b.mpi, (int)c, dt, root, comm),
-                     MPI_Ibcast(b.mpi, (int)c, dt, root, comm, &_req));
+                     T_Ibcast(b.mpi, (int)c, dt, root, comm, &_req));
                 tbuf_pull(&b);
                 tbuf_matches(&b, expect, 0, c, me == root ? "root buffer" : "result");
                 free(expect);
@@ -122,7 +122,7 @@ void case_allgather(MPI_Comm comm, bool nb)
                 const void *sp = ip ? MPI_IN_PLACE : sb.mpi;
                 const int sc = (int)(p->mult * c), rc = (int)c;
                 TRUN(nb, MPI_Allgather(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm),
-                     MPI_Iallgather(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm, &_req));
+                     T_Iallgather(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm, &_req));
                 tbuf_pull(&rb);
                 tbuf_matches(&rb, expect, 0, n * c, "result");
                 if (!ip) {
@@ -182,8 +182,8 @@ void case_allgatherv(MPI_Comm comm, bool nb)
                 TRUN(nb,
                      MPI_Allgatherv(sp, sc, tt[p->st].dt, rb.mpi, counts, displs, tt[p->rt].dt,
                                     comm),
-                     MPI_Iallgatherv(sp, sc, tt[p->st].dt, rb.mpi, counts, displs, tt[p->rt].dt,
-                                     comm, &_req));
+                     T_Iallgatherv(sp, sc, tt[p->st].dt, rb.mpi, counts, displs, tt[p->rt].dt,
+                                   comm, &_req));
                 tbuf_pull(&rb);
                 tbuf_matches(&rb, expect, 0, total, "result");
                 if (!ip) {
@@ -228,7 +228,7 @@ void case_alltoall(MPI_Comm comm, bool nb)
                 const void *sp = ip ? MPI_IN_PLACE : sb.mpi;
                 const int sc = (int)(p->mult * c), rc = (int)c;
                 TRUN(nb, MPI_Alltoall(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm),
-                     MPI_Ialltoall(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm, &_req));
+                     T_Ialltoall(sp, sc, tt[p->st].dt, rb.mpi, rc, tt[p->rt].dt, comm, &_req));
                 tbuf_pull(&rb);
                 tbuf_matches(&rb, expect, 0, n * c, "result");
                 if (!ip) {
@@ -302,8 +302,8 @@ void case_alltoallv(MPI_Comm comm, bool nb)
                 const void *sp = ip ? MPI_IN_PLACE : sb.mpi;
                 TRUN(nb,
                      MPI_Alltoallv(sp, sc, sd, tt[p->st].dt, rb.mpi, rc, rd, tt[p->rt].dt, comm),
-                     MPI_Ialltoallv(sp, sc, sd, tt[p->st].dt, rb.mpi, rc, rd, tt[p->rt].dt, comm,
-                                    &_req));
+                     T_Ialltoallv(sp, sc, sd, tt[p->st].dt, rb.mpi, rc, rd, tt[p->rt].dt, comm,
+                                  &_req));
                 tbuf_pull(&rb);
                 tbuf_matches(&rb, expect, 0, rtotal, "result");
                 if (!ip) {
@@ -368,11 +368,11 @@ void case_alltoallw(MPI_Comm comm, bool nb)
             if (ip) {
                 TRUN(nb,
                      MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, rb.mpi, rc, rd, rt, comm),
-                     MPI_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, rb.mpi, rc, rd, rt, comm,
-                                    &_req));
+                     T_Ialltoallw(MPI_IN_PLACE, NULL, NULL, NULL, rb.mpi, rc, rd, rt, comm,
+                                  &_req));
             } else {
                 TRUN(nb, MPI_Alltoallw(sb.mpi, sc, sd, st, rb.mpi, rc, rd, rt, comm),
-                     MPI_Ialltoallw(sb.mpi, sc, sd, st, rb.mpi, rc, rd, rt, comm, &_req));
+                     T_Ialltoallw(sb.mpi, sc, sd, st, rb.mpi, rc, rd, rt, comm, &_req));
             }
             tbuf_pull(&rb);
             tbuf_matches(&rb, expect, 0, rtotal, "result");
@@ -440,11 +440,11 @@ static void run_gather(MPI_Comm comm, bool nb, bool v)
                     MPI_Datatype sdt = tt[p->st].dt, rdt = tt[p->rt].dt;
                     if (v) {
                         TRUN(nb, MPI_Gatherv(sp, sc, sdt, rp, counts, displs, rdt, root, comm),
-                             MPI_Igatherv(sp, sc, sdt, rp, counts, displs, rdt, root, comm,
-                                          &_req));
+                             T_Igatherv(sp, sc, sdt, rp, counts, displs, rdt, root, comm,
+                                        &_req));
                     } else {
                         TRUN(nb, MPI_Gather(sp, sc, sdt, rp, (int)c, rdt, root, comm),
-                             MPI_Igather(sp, sc, sdt, rp, (int)c, rdt, root, comm, &_req));
+                             T_Igather(sp, sc, sdt, rp, (int)c, rdt, root, comm, &_req));
                     }
                     if (me == root) {
                         tbuf_pull(&rb);
@@ -521,13 +521,13 @@ static void run_scatter(MPI_Comm comm, bool nb, bool v)
                         TRUN(nb,
                              MPI_Scatterv(sp, scounts, sdispls, sdt, rp, counts[me], rdt, root,
                                           comm),
-                             MPI_Iscatterv(sp, scounts, sdispls, sdt, rp, counts[me], rdt, root,
-                                           comm, &_req));
+                             T_Iscatterv(sp, scounts, sdispls, sdt, rp, counts[me], rdt, root,
+                                         comm, &_req));
                     } else {
                         TRUN(nb,
                              MPI_Scatter(sp, (int)(p->mult * c), sdt, rp, (int)c, rdt, root, comm),
-                             MPI_Iscatter(sp, (int)(p->mult * c), sdt, rp, (int)c, rdt, root,
-                                          comm, &_req));
+                             T_Iscatter(sp, (int)(p->mult * c), sdt, rp, (int)c, rdt, root,
+                                        comm, &_req));
                     }
                     if (!in_place) {
                         tbuf_pull(&rb);
@@ -557,5 +557,5 @@ void case_barrier(MPI_Comm comm, bool nb)
     int n;
     MPI_Comm_size(comm, &n);
     tctx_set("%sbarrier comm size %d", nb ? "i" : "", n);
-    for (int i = 0; i < 3; ++i) TRUN(nb, MPI_Barrier(comm), MPI_Ibarrier(comm, &_req));
+    for (int i = 0; i < 3; ++i) TRUN(nb, MPI_Barrier(comm), T_Ibarrier(comm, &_req));
 }

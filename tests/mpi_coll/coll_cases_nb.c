@@ -28,6 +28,21 @@ static void fill(tbuf_t *b, enum top_id o, unsigned s, int r)
     }
 }
 
+/* Pulls b and checks its nelem ints against the sum over n ranks of the
+ * seeded values (fill, OP_SUM) of elements e0, e0 + 1, ... */
+static void check_int_sum(tbuf_t *b, unsigned s, int n, long e0, const char *what)
+{
+    tbuf_pull(b);
+    unsigned char *x = tbuf_snapshot(b);
+    for (long e = 0; e < b->nelem; ++e) {
+        int64_t acc[2];
+        tfold(OP_SUM, T_INT, s, 0, n, e0 + e, acc);
+        img_set(b, x, e, acc);
+    }
+    tbuf_matches(b, x, 0, b->nelem, what);
+    free(x);
+}
+
 void case_many_in_flight(MPI_Comm comm)
 {
     int me, n;
@@ -83,14 +98,7 @@ void case_many_in_flight(MPI_Comm comm)
 
         int64_t acc[2];
         unsigned char *x;
-        tbuf_pull(&ar_r);
-        x = tbuf_snapshot(&ar_r);
-        for (long e = 0; e < c_ar; ++e) {
-            tfold(OP_SUM, T_INT, s, 0, n, e, acc);
-            img_set(&ar_r, x, e, acc);
-        }
-        tbuf_matches(&ar_r, x, 0, c_ar, "iallreduce result");
-        free(x);
+        check_int_sum(&ar_r, s, n, 0, "iallreduce result");
 
         tbuf_pull(&bc);
         x = tbuf_snapshot(&bc);
@@ -164,15 +172,7 @@ void case_initiation_does_not_wait(MPI_Comm comm)
         mt_fail(__FILE__, __LINE__, "%s: MPI_Iallreduce took %.3f s to return", tctx, took);
     }
     MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    tbuf_pull(&rb);
-    unsigned char *x = tbuf_snapshot(&rb);
-    for (long e = 0; e < c; ++e) {
-        int64_t acc[2];
-        tfold(OP_SUM, T_INT, s, 0, n, e, acc);
-        img_set(&rb, x, e, acc);
-    }
-    tbuf_matches(&rb, x, 0, c, "result");
-    free(x);
+    check_int_sum(&rb, s, n, 0, "result");
     tbuf_free(&sb);
     tbuf_free(&rb);
 }
@@ -218,15 +218,7 @@ void case_blocking_after_nonblocking(MPI_Comm comm)
     tbuf_t *res[2] = {&a_r, &b_r};
     const unsigned seeds[2] = {s0, s1};
     for (int k = 0; k < 2; ++k) {
-        tbuf_pull(res[k]);
-        unsigned char *x = tbuf_snapshot(res[k]);
-        for (long e = 0; e < c; ++e) {
-            int64_t acc[2];
-            tfold(OP_SUM, T_INT, seeds[k], 0, n, e, acc);
-            img_set(res[k], x, e, acc);
-        }
-        tbuf_matches(res[k], x, 0, c, k ? "allreduce result" : "iallreduce result");
-        free(x);
+        check_int_sum(res[k], seeds[k], n, 0, k ? "allreduce result" : "iallreduce result");
     }
     tbuf_free(&a_s);
     tbuf_free(&a_r);
@@ -273,17 +265,66 @@ void case_crossing_reduce_scatters(MPI_Comm comm)
     }
     MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
     for (int k = 0; k < 2; ++k) {
-        tbuf_pull(&rb[k]);
-        unsigned char *x = tbuf_snapshot(&rb[k]);
-        for (long e = 0; e < counts[k][me]; ++e) {
-            int64_t acc[2];
-            tfold(OP_SUM, T_INT, seeds[k], 0, n, offset[k] + e, acc);
-            img_set(&rb[k], x, e, acc);
-        }
-        tbuf_matches(&rb[k], x, 0, counts[k][me], k ? "second result" : "first result");
-        free(x);
+        check_int_sum(&rb[k], seeds[k], n, offset[k], k ? "second result" : "first result");
         tbuf_free(&sb[k]);
         tbuf_free(&rb[k]);
         free(counts[k]);
     }
+}
+
+/* Persistent requests started again and again with new data in the send
+ * buffers (MPI_Startall over two), then freed. */
+void case_persistent_restart(MPI_Comm comm)
+{
+    if (!t_persistent_available()) return;
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const long c = 5000;
+    const int rounds = 3;
+    tctx_set("persistent allreduce and bcast started %d times, comm size %d", rounds, n);
+    t_persistent = true; /* for lone_buffer_kind too */
+    tbuf_t sb, rb, bc;
+    tbuf_alloc(&sb, T_INT, c, mem_send);
+    tbuf_alloc(&rb, T_INT, c, mem_recv);
+    tbuf_alloc(&bc, T_INT, c, lone_buffer_kind(me == 0 ? mem_send : mem_recv));
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (int round = 0; round < rounds; ++round) {
+        const unsigned s = 900 + round;
+        fill(&sb, OP_SUM, s, me);
+        tbuf_push(&sb);
+        if (me == 0) {
+            img_set_flat(&bc, bc.img, 0, c, s, 0, 0);
+            tbuf_push(&bc);
+        }
+        if (0 == round) {
+            /* Initialised and started (coll_forms.c). */
+            MT_CHECK_MPI(T_Iallreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm, &req[0]));
+            MT_CHECK_MPI(T_Ibcast(bc.mpi, (int)c, MPI_INT, 0, comm, &req[1]));
+        } else {
+            MT_CHECK_MPI(MPI_Startall(2, req));
+        }
+        MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+        if (MPI_REQUEST_NULL == req[0] || MPI_REQUEST_NULL == req[1]) {
+            mt_fail(__FILE__, __LINE__, "%s: MPI_Waitall freed a persistent request", tctx);
+            break;
+        }
+        check_int_sum(&rb, s, n, 0, "allreduce result");
+        tbuf_pull(&bc);
+        unsigned char *x = tbuf_snapshot(&bc);
+        img_set_flat(&bc, x, 0, c, s, 0, 0);
+        tbuf_matches(&bc, x, 0, c, "bcast result");
+        free(x);
+    }
+    for (int k = 0; k < 2; ++k) {
+        if (MPI_REQUEST_NULL == req[k]) continue;
+        MT_CHECK_MPI(MPI_Request_free(&req[k]));
+        if (MPI_REQUEST_NULL != req[k]) {
+            mt_fail(__FILE__, __LINE__, "%s: MPI_Request_free left the handle", tctx);
+        }
+    }
+    t_persistent = false;
+    tbuf_free(&sb);
+    tbuf_free(&rb);
+    tbuf_free(&bc);
 }

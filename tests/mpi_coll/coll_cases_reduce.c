@@ -69,13 +69,13 @@ static void run_allreduce_like(MPI_Comm comm, bool nb, int kase)
                 MPI_Datatype dt = tt[op->type].dt;
                 if (kase == 0) {
                     TRUN(nb, MPI_Allreduce(sp, rb.mpi, (int)c, dt, op->op, comm),
-                         MPI_Iallreduce(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
+                         T_Iallreduce(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
                 } else if (kase == 1) {
                     TRUN(nb, MPI_Scan(sp, rb.mpi, (int)c, dt, op->op, comm),
-                         MPI_Iscan(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
+                         T_Iscan(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
                 } else {
                     TRUN(nb, MPI_Exscan(sp, rb.mpi, (int)c, dt, op->op, comm),
-                         MPI_Iexscan(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
+                         T_Iexscan(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
                 }
                 tbuf_pull(&rb);
                 if (check) tbuf_matches(&rb, expect, 0, c, "result");
@@ -137,7 +137,7 @@ void case_reduce(MPI_Comm comm, bool nb)
                     void *rp = me == root ? rb.mpi : NULL;
                     MPI_Datatype dt = tt[op->type].dt;
                     TRUN(nb, MPI_Reduce(sp, rp, (int)c, dt, op->op, root, comm),
-                         MPI_Ireduce(sp, rp, (int)c, dt, op->op, root, comm, &_req));
+                         T_Ireduce(sp, rp, (int)c, dt, op->op, root, comm, &_req));
                     if (me == root) {
                         tbuf_pull(&rb);
                         tbuf_matches(&rb, expect, 0, c, "result");
@@ -200,10 +200,10 @@ static void run_reduce_scatter(MPI_Comm comm, bool nb, bool block)
                 MPI_Datatype dt = tt[op->type].dt;
                 if (block) {
                     TRUN(nb, MPI_Reduce_scatter_block(sp, rb.mpi, (int)c, dt, op->op, comm),
-                         MPI_Ireduce_scatter_block(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
+                         T_Ireduce_scatter_block(sp, rb.mpi, (int)c, dt, op->op, comm, &_req));
                 } else {
                     TRUN(nb, MPI_Reduce_scatter(sp, rb.mpi, rcounts, dt, op->op, comm),
-                         MPI_Ireduce_scatter(sp, rb.mpi, rcounts, dt, op->op, comm, &_req));
+                         T_Ireduce_scatter(sp, rb.mpi, rcounts, dt, op->op, comm, &_req));
                 }
                 tbuf_pull(&rb);
                 if (ip) {

@@ -437,7 +437,7 @@ const char *harness_skip_reason(void) { return skip_reason; }
 
 enum mem_kind lone_buffer_kind(enum mem_kind k)
 {
-    if (lone_host_allowed || k != MEM_HOST) return k;
+    if ((lone_host_allowed && !t_persistent) || k != MEM_HOST) return k;
     return mem_send != MEM_HOST ? mem_send : mem_recv;
 }
 

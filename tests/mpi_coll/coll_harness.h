@@ -82,7 +82,9 @@ const char *harness_skip_reason(void);
  * device ring and an NVLink team's kernels run them and wait for every
  * rank). The modes ending in "staged" run under
  * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged,
- * where every rank uses the host algorithm, and keep host memory. */
+ * where every rank uses the host algorithm, and keep host memory, except in
+ * the persistent form: a host rank's request is then the host module's own
+ * persistent one, which matches no other rank's non-blocking calls. */
 enum mem_kind lone_buffer_kind(enum mem_kind k);
 
 /* Raw memory of a kind; copies with cudaMemcpy, memcpy, or through the
@@ -124,16 +126,65 @@ void img_set_flat(const tbuf_t *b, unsigned char *img, long elem0, long n, unsig
 /* Folds rank values r0..r1-1 of element e (tval) with op o into acc. */
 void tfold(enum top_id o, enum ttype_id t, unsigned s, int r0, int r1, long e, int64_t *acc);
 
-/* Runs a blocking or non-blocking collective: for non-blocking, waits. */
-#define TRUN(nb, blocking_call, nonblocking_call)                 \
-    do {                                                         \
-        if (nb) {                                                \
-            MPI_Request _req = MPI_REQUEST_NULL;                 \
-            MT_CHECK_MPI(nonblocking_call);                      \
-            MT_CHECK_MPI(MPI_Wait(&_req, MPI_STATUS_IGNORE));    \
-        } else {                                                 \
-            MT_CHECK_MPI(blocking_call);                         \
-        }                                                        \
+/* The form run_all runs the non-blocking cases in: with t_persistent, the
+ * persistent one (MPI_<op>_init, MPIX_<op>_init in Open MPI 4.1, then
+ * MPI_Start), where this MPI has it (t_persistent_available). */
+extern bool t_persistent;
+bool t_persistent_available(void);
+
+/* The non-blocking collectives in t_persistent's form (coll_forms.c). */
+int T_Iallreduce(const void *s, void *r, int c, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                 MPI_Request *req);
+int T_Ireduce(const void *s, void *r, int c, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+              MPI_Request *req);
+int T_Iscan(const void *s, void *r, int c, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+            MPI_Request *req);
+int T_Iexscan(const void *s, void *r, int c, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+              MPI_Request *req);
+int T_Ireduce_scatter(const void *s, void *r, const int *rc, MPI_Datatype dt, MPI_Op op,
+                      MPI_Comm comm, MPI_Request *req);
+int T_Ireduce_scatter_block(const void *s, void *r, int rc, MPI_Datatype dt, MPI_Op op,
+                            MPI_Comm comm, MPI_Request *req);
+int T_Ibcast(void *b, int c, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req);
+int T_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm, MPI_Request *req);
+int T_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd,
+                  MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+int T_Ialltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                MPI_Comm comm, MPI_Request *req);
+int T_Ialltoallv(const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r,
+                 const int *rc, const int *rd, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req);
+int T_Ialltoallw(const void *s, const int *sc, const int *sd, const MPI_Datatype *st, void *r,
+                 const int *rc, const int *rd, const MPI_Datatype *rt, MPI_Comm comm,
+                 MPI_Request *req);
+int T_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
+              MPI_Comm comm, MPI_Request *req);
+int T_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int *rc, const int *rd,
+               MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req);
+int T_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
+               MPI_Comm comm, MPI_Request *req);
+int T_Iscatterv(const void *s, const int *sc, const int *sd, MPI_Datatype st, void *r, int rc,
+                MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req);
+int T_Ibarrier(MPI_Comm comm, MPI_Request *req);
+
+/* Runs a blocking or non-blocking collective: for non-blocking, waits; a
+ * persistent request (T_I* with t_persistent) must still be there after
+ * the wait, inactive, and is freed. */
+#define TRUN(nb, blocking_call, nonblocking_call)                                 \
+    do {                                                                         \
+        if (nb) {                                                                \
+            MPI_Request _req = MPI_REQUEST_NULL;                                 \
+            MT_CHECK_MPI(nonblocking_call);                                      \
+            MT_CHECK_MPI(MPI_Wait(&_req, MPI_STATUS_IGNORE));                    \
+            if (t_persistent && MPI_REQUEST_NULL == _req) {                      \
+                mt_fail(__FILE__, __LINE__, "%s: MPI_Wait freed a persistent "   \
+                        "request", tctx);                                        \
+            } else if (t_persistent) {                                           \
+                MT_CHECK_MPI(MPI_Request_free(&_req));                           \
+            }                                                                    \
+        } else {                                                                 \
+            MT_CHECK_MPI(blocking_call);                                         \
+        }                                                                        \
     } while (0)
 
 /* The counts every case is run with: 0, 1, odd, large. */
@@ -162,6 +213,7 @@ void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
 void case_blocking_after_nonblocking(MPI_Comm comm);
 void case_crossing_reduce_scatters(MPI_Comm comm);
+void case_persistent_restart(MPI_Comm comm);
 
 /* Whether a buffer of kind k is the simulated GPU's memory the CPU cannot touch. */
 static inline bool mem_protected(enum mem_kind k)

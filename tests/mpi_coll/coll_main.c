@@ -2,7 +2,7 @@
  * Every collective coll/gpuwire provides, checked against a host reference:
  * types with gaps and a negative lower bound, predefined and user-defined
  * ops (one not commutative), counts 0 / 1 / odd / large, in place and not,
- * blocking and non-blocking, on MPI_COMM_WORLD and on the halves of an
+ * blocking, non-blocking and persistent, on MPI_COMM_WORLD and on the halves of an
  * MPI_Comm_split with reversed rank order (a single-rank half on odd sizes).
  *
  *   coll_main [host|device|managed|mixed|mixedstaged|fakedev|fakedevrw|
@@ -93,10 +93,17 @@ static void parse_expect_in(const char *list)
     }
 }
 
-/* check: whether the cases of GW_TEST_EXPECT_COLL_PVAR_IN must count here. */
+/* check: whether the cases of GW_TEST_EXPECT_COLL_PVAR_IN must count here.
+ * Every case blocking, non-blocking, and in the persistent form (counted as
+ * non-blocking: each MPI_Start runs the non-blocking form) where this MPI
+ * has it. */
 static void run_all(MPI_Comm comm, const char *comm_name, bool check)
 {
-    for (int nb = 0; nb < 2; ++nb) {
+    static const char *const prefix[3] = {"", "i", "persistent "};
+    const int forms = t_persistent_available() ? 3 : 2;
+    for (int form = 0; form < forms; ++form) {
+        const bool nb = form > 0;
+        t_persistent = 2 == form;
         for (size_t i = 0; i < NCASES; ++i) {
             int before = mt_failures;
             const bool counts = check && expect_in[i][nb];
@@ -105,21 +112,25 @@ static void run_all(MPI_Comm comm, const char *comm_name, bool check)
             cases[i].fn(comm, nb);
             if (counts && coll_pvar_read(session, h) == was) {
                 mt_fail(__FILE__, __LINE__, "%s%s on %s: %s did not count on rank %d",
-                        nb ? "i" : "", cases[i].name, comm_name, nb ? expect_nb : expect,
+                        prefix[form], cases[i].name, comm_name, nb ? expect_nb : expect,
                         mt_rank);
             }
             if (mt_failures != before) {
-                fprintf(stderr, "[rank %d] %s%s on %s: %d failure(s)\n", mt_rank, nb ? "i" : "",
+                fprintf(stderr, "[rank %d] %s%s on %s: %d failure(s)\n", mt_rank, prefix[form],
                         cases[i].name, comm_name, mt_failures - before);
             }
         }
     }
+    t_persistent = false;
 }
 
 int main(int argc, char **argv)
 {
     harness_init(&argc, &argv);
     if (harness_skip_reason()) return mt_skip(harness_skip_reason());
+    if (0 == mt_rank && !t_persistent_available()) {
+        printf("note: this MPI has no persistent collectives; that form is not run\n");
+    }
 
     /* The counters of the header comment. */
     expect = getenv("GW_TEST_EXPECT_COLL_PVAR");
@@ -181,6 +192,7 @@ int main(int argc, char **argv)
     case_initiation_does_not_wait(MPI_COMM_WORLD);
     case_blocking_after_nonblocking(MPI_COMM_WORLD);
     case_crossing_reduce_scatters(MPI_COMM_WORLD);
+    case_persistent_restart(MPI_COMM_WORLD);
 
     if (expect && *expect) {
         const unsigned long long n = coll_pvar_read(session, counter);
