@@ -156,6 +156,8 @@ typedef struct {
     mca_coll_base_module_t *previous_iscatterv_module;
     mca_coll_base_module_ibarrier_fn_t previous_ibarrier;
     mca_coll_base_module_t *previous_ibarrier_module;
+    mca_coll_base_module_reduce_local_fn_t previous_reduce_local;
+    mca_coll_base_module_t *previous_reduce_local_module;
 
     /* The persistent forms (MPI_<op>_init; MPIX_<op>_init in Open MPI 4.1):
      * a request on host buffers is the previous module's. */

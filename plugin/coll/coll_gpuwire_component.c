@@ -234,7 +234,8 @@ static int component_register(void)
     register_counter("device_calls",
                      "Collectives on device buffers run on the GPU over point-to-point: "
                      "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
-                     "Alltoall(v) (coll_gpuwire_move_algorithm)",
+                     "Alltoall(v) (coll_gpuwire_move_algorithm); and MPI_Reduce_local by "
+                     "one kernel",
                      &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_nb_calls",
                      "Non-blocking collectives on device buffers run on the GPU over "

@@ -1015,3 +1015,40 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 }
 
 const gw_coll_algorithm_t gw_coll_devreduce = {"device", devreduce_accepts, devreduce_run};
+
+/* ------------------------------------------------------------------------
+ * MPI_Reduce_local: one kernel where both buffers are on one GPU
+ * ------------------------------------------------------------------------ */
+
+static bool local_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    const gw_coll_region_t *in = &r[GW_REGION_SEND], *inout = &r[GW_REGION_RECV];
+    int op, type;
+    return GW_COLL_REDUCE_LOCAL == a->id &&
+           GW_REDUCE_ALGO_STAGED != mca_coll_gpuwire.reduce_algorithm && in->on_gpu &&
+           inout->on_gpu && in->gpu == inout->gpu && gw_coll_table_ids(a->op, a->dtype, &op, &type);
+}
+
+/* inoutbuf = inbuf op inoutbuf: the table's ops are commutative. */
+static int local_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    (void)m;
+    (void)request; /* blocking only */
+    const int gpu = r[GW_REGION_RECV].gpu;
+    int op = 0, type = 0;
+    uint64_t ticket = 0;
+    char why[256];
+    (void)gw_coll_table_ids(a->op, a->dtype, &op, &type); /* true: accepts */
+    if (0 != gw_coll_wait_user_regions(r, why, sizeof(why)) ||
+        0 != gw_coll_reduce_start(op, type, a->sbuf, a->rbuf, a->rbuf, (size_t)a->count, gpu,
+                                  &ticket, why, sizeof(why)) ||
+        0 != gw_coll_copy_wait(gpu, ticket, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: reduce_local of %d elements on the GPU: %s", a->count, why);
+        return OMPI_ERROR;
+    }
+    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    return OMPI_SUCCESS;
+}
+
+const gw_coll_algorithm_t gw_coll_local = {"local", local_accepts, local_run};

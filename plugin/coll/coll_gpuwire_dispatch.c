@@ -18,7 +18,8 @@ static const gw_coll_algorithm_t gw_coll_passthrough = {"passthrough", NULL, pas
 /* Algorithms per memory kind, in order of preference; the last one of each
  * list accepts every call. */
 static const gw_coll_algorithm_t *const host_algorithms[] = {&gw_coll_passthrough};
-static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_nvlink,
+static const gw_coll_algorithm_t *const device_algorithms[] = {&gw_coll_local,
+                                                               &gw_coll_nvlink,
                                                                &gw_coll_hier,
                                                                &gw_coll_devreduce,
                                                                &gw_coll_devmove,

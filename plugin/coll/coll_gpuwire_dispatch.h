@@ -42,6 +42,8 @@ typedef enum {
     GW_COLL_SCATTER,
     GW_COLL_SCATTERV,
     GW_COLL_BARRIER, /* Ibarrier only: no buffer, never dispatched (gw_coll_nb_passthrough) */
+    GW_COLL_REDUCE_LOCAL, /* MPI_Reduce_local, blocking only: rbuf = sbuf op rbuf on this
+                           * process (MPI_COMM_SELF's module; comm is MPI_COMM_SELF) */
     GW_COLL_COUNT
 } gw_coll_id_t;
 
@@ -197,6 +199,8 @@ extern const gw_coll_algorithm_t gw_coll_devreduce;
 /* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's
  * buffers (coll_gpuwire_devmove.c). */
 extern const gw_coll_algorithm_t gw_coll_devmove;
+/* MPI_Reduce_local by one reduction kernel (coll_gpuwire_devreduce.c). */
+extern const gw_coll_algorithm_t gw_coll_local;
 
 /* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
  * over point-to-point send with it, as Open MPI's own algorithms do. */

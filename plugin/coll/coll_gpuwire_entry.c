@@ -331,6 +331,17 @@ static int iscatterv(const void *sbuf, const int *scounts, const int *sdispls,
     return run(module, &a, request);
 }
 
+/* Not a collective: MPI_Reduce_local calls MPI_COMM_SELF's module. */
+static int reduce_local(const void *inbuf, void *inoutbuf, int count,
+                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                        mca_coll_base_module_t *module)
+{
+    gw_coll_args_t a = {.id = GW_COLL_REDUCE_LOCAL, .sbuf = inbuf, .rbuf = inoutbuf,
+                        .count = count, .dtype = dtype, .op = op,
+                        .comm = &ompi_mpi_comm_self.comm};
+    return run(module, &a, NULL);
+}
+
 /* No buffer to stage; provided only so that it keeps its place among the
  * non-blocking collectives of the communicator. Not counted. */
 static int ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -556,6 +567,7 @@ void gw_coll_entry_install(mca_coll_base_module_t *m)
     m->coll_iscatter = iscatter;
     m->coll_iscatterv = iscatterv;
     m->coll_ibarrier = ibarrier;
+    m->coll_reduce_local = reduce_local;
 
     m->coll_allgather_init = allgather_init;
     m->coll_allgatherv_init = allgatherv_init;

@@ -69,6 +69,7 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     GW_SAVE_PREVIOUS(m, comm, iscatter);
     GW_SAVE_PREVIOUS(m, comm, iscatterv);
     GW_SAVE_PREVIOUS(m, comm, ibarrier);
+    GW_SAVE_PREVIOUS(m, comm, reduce_local);
     GW_SAVE_PREVIOUS(m, comm, allgather_init);
     GW_SAVE_PREVIOUS(m, comm, allgatherv_init);
     GW_SAVE_PREVIOUS(m, comm, allreduce_init);
@@ -134,6 +135,7 @@ static void module_destruct(mca_coll_gpuwire_module_t *m)
     GW_RELEASE_PREVIOUS(m, iscatter);
     GW_RELEASE_PREVIOUS(m, iscatterv);
     GW_RELEASE_PREVIOUS(m, ibarrier);
+    GW_RELEASE_PREVIOUS(m, reduce_local);
     GW_RELEASE_PREVIOUS(m, allgather_init);
     GW_RELEASE_PREVIOUS(m, allgatherv_init);
     GW_RELEASE_PREVIOUS(m, allreduce_init);
@@ -225,6 +227,9 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         case GW_COLL_SCATTERV:
             return m->previous_scatterv(sbuf, a->scounts, a->sdispls, a->sdtype, rbuf, a->rcount,
                                         a->rdtype, a->root, c, m->previous_scatterv_module);
+        case GW_COLL_REDUCE_LOCAL:
+            return m->previous_reduce_local(sbuf, rbuf, a->count, a->dtype, a->op,
+                                            m->previous_reduce_local_module);
         case GW_COLL_BARRIER: /* not provided */
         case GW_COLL_COUNT:
             break;
@@ -284,6 +289,7 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                      a->rdtype, a->root, c, request, m->previous_iscatterv_module);
     case GW_COLL_BARRIER:
         return m->previous_ibarrier(c, request, m->previous_ibarrier_module);
+    case GW_COLL_REDUCE_LOCAL: /* blocking only */
     case GW_COLL_COUNT:
         break;
     }
@@ -354,6 +360,7 @@ int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_
                                          a->rcount, a->rdtype, a->root, c, info, request,
                                          m->previous_scatterv_init_module);
     case GW_COLL_BARRIER: /* not provided */
+    case GW_COLL_REDUCE_LOCAL:
     case GW_COLL_COUNT:
         break;
     }

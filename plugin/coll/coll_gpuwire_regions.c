@@ -203,6 +203,13 @@ void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT
         set_region(sr, a->sbuf, &s, GW_STAGE_IN);
         set_region(rr, a->rbuf, &t, GW_STAGE_OUT);
         break;
+    case GW_COLL_REDUCE_LOCAL:
+        /* The input, and the buffer read and written. */
+        span_add(&s, a->dtype, a->count, 0);
+        span_add(&t, a->dtype, a->count, 0);
+        set_region(sr, a->sbuf, &s, GW_STAGE_IN);
+        set_region(rr, a->rbuf, &t, GW_STAGE_IN | GW_STAGE_OUT);
+        break;
     case GW_COLL_BARRIER:
     case GW_COLL_COUNT:
         break;
@@ -229,6 +236,7 @@ const char *gw_coll_name(gw_coll_id_t id)
         [GW_COLL_SCATTER] = "scatter",
         [GW_COLL_SCATTERV] = "scatterv",
         [GW_COLL_BARRIER] = "barrier",
+        [GW_COLL_REDUCE_LOCAL] = "reduce_local",
     };
     return id < GW_COLL_COUNT ? names[id] : "?";
 }

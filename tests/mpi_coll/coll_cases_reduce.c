@@ -1,7 +1,7 @@
 /*
  * Reductions: Allreduce, Reduce, Scan, Exscan, Reduce_scatter,
  * Reduce_scatter_block, each over every (type, op) pair of tops, every count,
- * in place and not, blocking and not. Expected values are folded on the host
+ * in place and not, blocking and not; and MPI_Reduce_local. Expected values are folded on the host
  * from the inputs every rank computes (tval), in rank order.
  */
 #include <stdlib.h>
@@ -225,3 +225,41 @@ static void run_reduce_scatter(MPI_Comm comm, bool nb, bool block)
 
 void case_reduce_scatter(MPI_Comm comm, bool nb) { run_reduce_scatter(comm, nb, false); }
 void case_reduce_scatter_block(MPI_Comm comm, bool nb) { run_reduce_scatter(comm, nb, true); }
+
+/* MPI_Reduce_local (not a collective: MPI_COMM_SELF's module): inout = in op
+ * inout over every (type, op) pair and count, in as "rank 0" and inout as
+ * "rank 1" of tval. Blocking only; comm only names the run. */
+void case_reduce_local(MPI_Comm comm, bool nb)
+{
+    if (nb) return;
+    int n;
+    MPI_Comm_size(comm, &n);
+    for (int oi = 0; oi < ntops; ++oi) {
+        const tcase_op_t *op = &tops[oi];
+        for (int ci = 0; ci < ntcounts; ++ci) {
+            const long c = tcounts[ci];
+            const unsigned s = seed_of(6, oi, c, 0, 0);
+            tctx_set("reduce_local %s count %ld (comm size %d)", op->name, c, n);
+            tbuf_t in, io;
+            tbuf_alloc(&in, op->type, c, mem_send);
+            tbuf_alloc(&io, op->type, c, mem_recv);
+            fill_inputs(&in, op->id, s, 0, c);
+            fill_inputs(&io, op->id, s, 1, c);
+            tbuf_push(&in);
+            tbuf_push(&io);
+            unsigned char *expect = tbuf_snapshot(&io);
+            for (long e = 0; e < c; ++e) {
+                int64_t acc[2];
+                tfold(op->id, op->type, s, 0, 2, e, acc);
+                img_set(&io, expect, e, acc);
+            }
+            MT_CHECK_MPI(MPI_Reduce_local(in.mpi, io.mpi, (int)c, tt[op->type].dt, op->op));
+            tbuf_pull(&io);
+            tbuf_matches(&io, expect, 0, c, "inout buffer");
+            check_send_unchanged(&in);
+            free(expect);
+            tbuf_free(&in);
+            tbuf_free(&io);
+        }
+    }
+}

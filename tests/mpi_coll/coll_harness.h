@@ -209,6 +209,7 @@ void case_gatherv(MPI_Comm comm, bool nb);
 void case_scatter(MPI_Comm comm, bool nb);
 void case_scatterv(MPI_Comm comm, bool nb);
 void case_barrier(MPI_Comm comm, bool nb);
+void case_reduce_local(MPI_Comm comm, bool nb);
 void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
 void case_blocking_after_nonblocking(MPI_Comm comm);

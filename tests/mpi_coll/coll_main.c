@@ -56,6 +56,7 @@ static const struct {
     {"scatter", case_scatter},
     {"scatterv", case_scatterv},
     {"barrier", case_barrier},
+    {"reduce_local", case_reduce_local},
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
