@@ -755,7 +755,7 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     OMPI_REQUEST_INIT(r, true); /* inactive, complete */
     r->req_start = persistent_start;
     r->req_free = persistent_free;
-    req->done = true; /* persistent: done while inactive; inner: the last start's */
+    req->done = true; /* inactive: MPI_Request_free releases it */
     *request = r;
     return OMPI_SUCCESS;
 }
