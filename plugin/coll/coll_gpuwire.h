@@ -223,6 +223,12 @@ typedef struct {
     /* Per rank of the communicator: its node leader's rank among the
      * leaders, and its rank in its node (2 ints each). */
     int *hier_where;
+    /* Non-blocking hierarchical calls, and how many of them have started
+     * all their sub-collectives: each starts its first only after those
+     * initiated before it have started their last, and a blocking one waits
+     * until none is left behind, so that every rank starts the
+     * sub-communicators' collectives in one order. */
+    uint64_t hier_nb_issued, hier_nb_passed;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);

@@ -40,6 +40,16 @@
  * nodes (Open MPI's locality, the same on every rank), and after the split,
  * whether some node has two ranks or more (a host allreduce); if none has,
  * the flat algorithms are as good and every call declines from then on.
+ *
+ * The non-blocking forms (and so the persistent ones) run the same steps as
+ * a job of the non-blocking machinery, each step's sub-collective started
+ * in its non-blocking form once the one before has completed, from MPI's
+ * progress. A split blocks, so they use the sub-communicators only once a
+ * blocking call has made them; until then they run flat (the same on every
+ * rank). Every rank must start the sub-communicators' collectives in one
+ * order, whatever order the steps of several calls in flight complete in:
+ * a call starts its first step only once the calls initiated before it
+ * have started their last, and a blocking call waits for that as well.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -69,7 +79,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
 {
     (void)r;
     const int mode = mca_coll_gpuwire.hierarchical;
-    if (GW_HIER_NEVER == mode || a->nonblocking || OMPI_COMM_IS_INTER(a->comm) ||
+    if (GW_HIER_NEVER == mode || OMPI_COMM_IS_INTER(a->comm) ||
         ompi_comm_size(a->comm) < 3) {
         return false;
     }
@@ -91,8 +101,9 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
     if (GW_COLL_ALLREDUCE == a->id) {
         int op, type;
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
-        if (GW_HIER_AUTO == mode && !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_ALLREDUCE), 0,
-                                                         mca_coll_gpuwire.reduce_algorithm)) {
+        const unsigned id = GW_COLL_BIT(GW_COLL_ALLREDUCE);
+        if (GW_HIER_AUTO == mode &&
+            !gw_coll_p2p_accepts(a, id, id, mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
     } else if (GW_COLL_REDUCE == a->id) {
@@ -106,17 +117,16 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         ompi_datatype_type_size(a->dtype, &size);
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type) || 0 != lb ||
             (size_t)extent != size ||
-            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), 0,
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), GW_COLL_BIT(GW_COLL_REDUCE),
                                  mca_coll_gpuwire.reduce_algorithm)) {
             return false;
         }
     } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id ||
                GW_COLL_ALLGATHERV == a->id) {
+        const unsigned ids = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
+                             GW_COLL_BIT(GW_COLL_ALLGATHERV);
         if (GW_HIER_AUTO == mode &&
-            !gw_coll_p2p_accepts(a,
-                                 GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
-                                     GW_COLL_BIT(GW_COLL_ALLGATHERV),
-                                 0, mca_coll_gpuwire.move_algorithm)) {
+            !gw_coll_p2p_accepts(a, ids, ids, mca_coll_gpuwire.move_algorithm)) {
             return false;
         }
     } else {
@@ -188,221 +198,464 @@ static int hier_done(const gw_coll_args_t *a, int rc)
     if (OMPI_SUCCESS == rc) {
         __atomic_fetch_add(&mca_coll_gpuwire.hier_calls, 1, __ATOMIC_RELAXED);
     } else {
-        opal_output(0, "coll:gpuwire: hierarchical %s of %d elements failed (%d); set "
-                    "coll_gpuwire_hierarchical 0", gw_coll_name(a->id),
+        opal_output(0, "coll:gpuwire: hierarchical %s%s of %d elements failed (%d); set "
+                    "coll_gpuwire_hierarchical 0", a->nonblocking ? "i" : "", gw_coll_name(a->id),
                     GW_COLL_ALLGATHER == a->id ? a->rcount : a->count, rc);
     }
     return rc;
 }
 
-static int hier_reduce(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                       const gw_coll_region_t r[GW_REGION_COUNT])
-{
-    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
-    const int me = ompi_comm_rank(a->comm);
-    const bool leader = 0 == ompi_comm_rank(node);
-    const bool root = me == a->root;
-    const int root_leader = m->hier_where[2 * a->root];
-    const int root_local = m->hier_where[2 * a->root + 1];
-    const bool root_node = m->hier_where[2 * me] == root_leader;
-    size_t size = 0;
-    ompi_datatype_type_size(a->dtype, &size);
-    const size_t bytes = size * (size_t)a->count;
+/* ------------------------------------------------------------------------
+ * One call as steps
+ *
+ * Steps 0 to 2 are each at most one sub-collective (or, for Reduce, one
+ * message) on this rank; step 3 is local (Allgather's copies out of its
+ * temporary). The blocking form runs them one after the other; the
+ * non-blocking form (a job of the non-blocking machinery) starts each once
+ * the one before it has completed, from MPI's progress.
+ * ------------------------------------------------------------------------ */
 
-    /* The node's partial result lands at its first rank: in the receive
-     * buffer if that rank is the root, else in a device temporary. */
-    gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
-    void *acc = a->rbuf;
-    if (leader && !root) {
-        char why[256];
-        const int gpu = gw_coll_regions_gpu(r);
-        if (0 != gw_coll_scratch_get(bytes, gpu < 0 ? 0 : gpu, &tmp, why, sizeof(why))) {
-            opal_output(0, "coll:gpuwire: hierarchical reduce: %s", why);
-            return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
-        }
-        acc = tmp.ptr;
-    }
-    /* 1. Inside the node, to its first rank. */
-    const void *send = a->sbuf;
-    if (root && MPI_IN_PLACE == send && !leader) send = a->rbuf;
-    int rc = node->c_coll->coll_reduce(send, acc, a->count, a->dtype, a->op, 0, node,
-                                       node->c_coll->coll_reduce_module);
-    /* 2. Among the first ranks, to the root's node's. */
-    if (OMPI_SUCCESS == rc && leader && NULL != leaders && ompi_comm_size(leaders) > 1) {
-        const bool to_me = ompi_comm_rank(leaders) == root_leader;
-        rc = leaders->c_coll->coll_reduce(to_me ? MPI_IN_PLACE : acc, acc, a->count, a->dtype,
-                                          a->op, root_leader, leaders,
-                                          leaders->c_coll->coll_reduce_module);
-    }
-    /* 3. To the root, when it is not its node's first rank. */
-    if (OMPI_SUCCESS == rc && root_node && 0 != root_local) {
-        const int tag = gw_coll_tag(GW_COLL_REDUCE);
-        if (leader) {
-            rc = MCA_PML_CALL(send(acc, a->count, a->dtype, root_local, tag,
-                                   MCA_PML_BASE_SEND_STANDARD, node));
-        } else if (root) {
-            rc = MCA_PML_CALL(recv(a->rbuf, a->count, a->dtype, 0, tag, node,
-                                   MPI_STATUS_IGNORE));
-        }
-    }
-    gw_coll_scratch_put(&tmp);
-    return hier_done(a, rc);
+enum {
+    HIER_COMM_STEPS = 3, /* steps 0..2 start collectives or messages */
+    HIER_END = 2,        /* no step left (not an OMPI code, nor GW_COLL_DECLINED) */
+};
+
+typedef struct {
+    mca_coll_gpuwire_module_t *m;
+    gw_coll_args_t a;
+    int step; /* the next one to start */
+    int gpu;  /* the GPU of the temporaries and copies */
+    gw_coll_dev_buf_t tmp;
+    void *acc; /* Reduce: where the node's partial result lands */
+    /* Allgather(v): rank q's block is counts[q] elements at displs[q] of the
+     * receive buffer, and at[q] of the node-by-node layout t (the receive
+     * buffer itself where in_place_layout, else tmp); node l's run is
+     * run_len[l] elements at run_at[l]. */
+    int *cd; /* Allgather's counts and displacements */
+    const int *counts, *displs;
+    int64_t *at, *run_at, *run_len, total;
+    int *ncounts; /* the counts and displacements a step passes (2 * size) */
+    bool in_place_layout;
+    char *t;
+    ptrdiff_t extent;
+    size_t tsize;
+    /* The non-blocking form. */
+    ompi_request_t *sub; /* the step in flight */
+    uint64_t ticket;     /* step 3's last copy */
+    bool copying;
+    bool finished;
+    uint64_t seq;        /* 1 + how many non-blocking calls the module had before */
+    bool passed;         /* hier_nb_passed counts this call */
+} hier_call_t;
+
+/* A sub-collective on comm, blocking when req is NULL, else its
+ * non-blocking form (the request in *req). */
+#define HIER_SUB(comm, fn, req, ...)                                                          \
+    (NULL == (req) ? (comm)->c_coll->coll_##fn(__VA_ARGS__, (comm),                            \
+                                               (comm)->c_coll->coll_##fn##_module)             \
+                   : (comm)->c_coll->coll_i##fn(__VA_ARGS__, (comm), (req),                    \
+                                                (comm)->c_coll->coll_i##fn##_module))
+
+static bool is_leader(const hier_call_t *c) { return 0 == ompi_comm_rank(c->m->hier_node); }
+
+/* Whether this rank takes part in the leaders' step. */
+static bool across(const hier_call_t *c)
+{
+    return is_leader(c) && NULL != c->m->hier_leaders && ompi_comm_size(c->m->hier_leaders) > 1;
 }
 
-/* Allgather and Allgatherv (the file's header): rank q's block is counts[q]
- * elements at displs[q] in the receive buffer. The temporary takes only a
- * receive datatype whose elements lie back to back (the same answer on
- * every rank: the type signatures match); otherwise every rank declines
- * alike. */
-static int hier_allgather(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                          const gw_coll_region_t r[GW_REGION_COUNT], const int *counts,
-                          const int *displs)
+static int allreduce_step(hier_call_t *c, int step, ompi_request_t **req)
 {
-    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
-    const int size = ompi_comm_size(a->comm), me = ompi_comm_rank(a->comm);
-    ptrdiff_t lb, extent;
-    size_t tsize = 0;
-    ompi_datatype_get_extent(a->rdtype, &lb, &extent);
-    ompi_datatype_type_size(a->rdtype, &tsize);
+    const gw_coll_args_t *a = &c->a;
+    struct ompi_communicator_t *node = c->m->hier_node, *leaders = c->m->hier_leaders;
+    switch (step) {
+    case 0: { /* Into the leader's receive buffer. */
+        const void *send = !is_leader(c) && MPI_IN_PLACE == a->sbuf ? a->rbuf : a->sbuf;
+        return HIER_SUB(node, reduce, req, send, a->rbuf, a->count, a->dtype, a->op, 0);
+    }
+    case 1: /* Among the leaders, in place. */
+        if (!across(c)) return OMPI_SUCCESS;
+        return HIER_SUB(leaders, allreduce, req, MPI_IN_PLACE, a->rbuf, a->count, a->dtype, a->op);
+    case 2: /* Back to every rank of the node. */
+        return HIER_SUB(node, bcast, req, a->rbuf, a->count, a->dtype, 0);
+    }
+    return HIER_END;
+}
+
+static int bcast_step(hier_call_t *c, int step, ompi_request_t **req)
+{
+    const gw_coll_args_t *a = &c->a; /* Bcast's buffer is rbuf */
+    struct ompi_communicator_t *node = c->m->hier_node, *leaders = c->m->hier_leaders;
+    const int *where = c->m->hier_where;
+    const int root_leader = where[2 * a->root], root_local = where[2 * a->root + 1];
+    const bool root_node = where[2 * ompi_comm_rank(a->comm)] == root_leader;
+    switch (step) {
+    case 0: /* Inside the root's node. */
+        if (!root_node) return OMPI_SUCCESS;
+        return HIER_SUB(node, bcast, req, a->rbuf, a->count, a->dtype, root_local);
+    case 1: /* Among the leaders, from the root's node's. */
+        if (!across(c)) return OMPI_SUCCESS;
+        return HIER_SUB(leaders, bcast, req, a->rbuf, a->count, a->dtype, root_leader);
+    case 2: /* Inside every other node. */
+        if (root_node) return OMPI_SUCCESS;
+        return HIER_SUB(node, bcast, req, a->rbuf, a->count, a->dtype, 0);
+    }
+    return HIER_END;
+}
+
+/* The node's partial result lands at its first rank: in the receive buffer
+ * if that rank is the root, else in a device temporary. */
+static int reduce_prepare(hier_call_t *c)
+{
+    const gw_coll_args_t *a = &c->a;
+    c->acc = a->rbuf;
+    if (!is_leader(c) || ompi_comm_rank(a->comm) == a->root) return OMPI_SUCCESS;
+    size_t size = 0;
+    ompi_datatype_type_size(a->dtype, &size);
+    char why[256];
+    if (0 != gw_coll_scratch_get(size * (size_t)a->count, c->gpu, &c->tmp, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: hierarchical reduce: %s", why);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    c->acc = c->tmp.ptr;
+    return OMPI_SUCCESS;
+}
+
+static int reduce_step(hier_call_t *c, int step, ompi_request_t **req)
+{
+    const gw_coll_args_t *a = &c->a;
+    struct ompi_communicator_t *node = c->m->hier_node, *leaders = c->m->hier_leaders;
+    const int *where = c->m->hier_where;
+    const int me = ompi_comm_rank(a->comm);
+    const bool root = me == a->root;
+    const int root_leader = where[2 * a->root], root_local = where[2 * a->root + 1];
+    switch (step) {
+    case 0: { /* Inside the node, to its first rank. */
+        const void *send = root && MPI_IN_PLACE == a->sbuf && !is_leader(c) ? a->rbuf : a->sbuf;
+        return HIER_SUB(node, reduce, req, send, c->acc, a->count, a->dtype, a->op, 0);
+    }
+    case 1: { /* Among the first ranks, to the root's node's. */
+        if (!across(c)) return OMPI_SUCCESS;
+        const bool to_me = ompi_comm_rank(leaders) == root_leader;
+        return HIER_SUB(leaders, reduce, req, to_me ? MPI_IN_PLACE : c->acc, c->acc, a->count,
+                        a->dtype, a->op, root_leader);
+    }
+    case 2: { /* To the root, when it is not its node's first rank. */
+        if (where[2 * me] != root_leader || 0 == root_local) return OMPI_SUCCESS;
+        const int tag = gw_coll_tag(GW_COLL_REDUCE);
+        if (is_leader(c)) {
+            return NULL == req ? MCA_PML_CALL(send(c->acc, a->count, a->dtype, root_local, tag,
+                                                   MCA_PML_BASE_SEND_STANDARD, node))
+                               : MCA_PML_CALL(isend(c->acc, a->count, a->dtype, root_local, tag,
+                                                    MCA_PML_BASE_SEND_STANDARD, node, req));
+        }
+        if (!root) return OMPI_SUCCESS;
+        return NULL == req
+                   ? MCA_PML_CALL(recv(a->rbuf, a->count, a->dtype, 0, tag, node, MPI_STATUS_IGNORE))
+                   : MCA_PML_CALL(irecv(a->rbuf, a->count, a->dtype, 0, tag, node, req));
+    }
+    }
+    return HIER_END;
+}
+
+/* Allgather and Allgatherv (the file's header): the node-by-node layout of
+ * the blocks, and the temporary that holds it where the receive buffer does
+ * not. The temporary takes only a receive datatype whose elements lie back
+ * to back (the same answer on every rank: the type signatures match);
+ * otherwise every rank declines alike (GW_COLL_DECLINED). */
+static int allgather_prepare(hier_call_t *c, const int *counts, const int *displs)
+{
+    const gw_coll_args_t *a = &c->a;
+    const int *where = c->m->hier_where;
+    const int size = ompi_comm_size(a->comm);
+    ptrdiff_t lb;
+    ompi_datatype_get_extent(a->rdtype, &lb, &c->extent);
+    ompi_datatype_type_size(a->rdtype, &c->tsize);
+    c->counts = counts;
+    c->displs = displs;
     int nnodes = 0;
     for (int q = 0; q < size; ++q) {
-        if (m->hier_where[2 * q] + 1 > nnodes) nnodes = m->hier_where[2 * q] + 1;
+        if (where[2 * q] + 1 > nnodes) nnodes = where[2 * q] + 1;
     }
-    /* Per rank, where its block starts in the node-by-node layout (elements);
-     * per node, where its run starts and how long it is. */
-    int64_t *at = malloc(sizeof(int64_t) * (size_t)size);
-    int64_t *run_at = calloc(3 * ((size_t)nnodes + 1), sizeof(int64_t));
-    int *ncounts = malloc(2 * sizeof(int) * (size_t)size);
-    if (NULL == at || NULL == run_at || NULL == ncounts) {
-        free(at);
-        free(run_at);
-        free(ncounts);
-        return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
-    }
-    int64_t *run_len = run_at + nnodes + 1, *fill = run_len + nnodes + 1;
-    for (int q = 0; q < size; ++q) run_len[m->hier_where[2 * q]] += counts[q];
-    int64_t total = 0;
+    c->at = malloc(sizeof(int64_t) * (size_t)size);
+    c->run_at = calloc(3 * ((size_t)nnodes + 1), sizeof(int64_t));
+    c->ncounts = malloc(2 * sizeof(int) * (size_t)size);
+    if (NULL == c->at || NULL == c->run_at || NULL == c->ncounts) return OMPI_ERR_OUT_OF_RESOURCE;
+    c->run_len = c->run_at + nnodes + 1;
+    int64_t *fill = c->run_len + nnodes + 1;
+    for (int q = 0; q < size; ++q) c->run_len[where[2 * q]] += counts[q];
+    c->total = 0;
     for (int l = 0; l < nnodes; ++l) {
-        run_at[l] = total;
-        total += run_len[l];
+        c->run_at[l] = c->total;
+        c->total += c->run_len[l];
     }
     /* Inside a run, the node's ranks in their order there (node rank i is
      * the node's i-th rank in the communicator). */
-    bool in_place_layout = true;
+    c->in_place_layout = true;
     for (int q = 0; q < size; ++q) {
-        const int l = m->hier_where[2 * q];
-        at[q] = run_at[l] + fill[l];
+        const int l = where[2 * q];
+        c->at[q] = c->run_at[l] + fill[l];
         fill[l] += counts[q];
-        in_place_layout = in_place_layout && at[q] == displs[q];
+        c->in_place_layout = c->in_place_layout && c->at[q] == displs[q];
     }
-    int rc = OMPI_SUCCESS;
     /* Every count the steps pass is an int; the temporary's blocks are dense. */
-    if (total > INT_MAX || (!in_place_layout && (0 != lb || (size_t)extent != tsize))) {
-        rc = GW_COLL_DECLINED;
+    if (c->total > INT_MAX ||
+        (!c->in_place_layout && (0 != lb || (size_t)c->extent != c->tsize))) {
+        return GW_COLL_DECLINED;
     }
-    char why[256];
-    gw_coll_dev_buf_t tmp = {NULL, 0, NULL};
-    const int gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
-    char *t = a->rbuf;
-    if (OMPI_SUCCESS == rc && !in_place_layout) {
-        if (0 != gw_coll_scratch_get((size_t)total * tsize + 1, gpu, &tmp, why, sizeof(why))) {
+    c->t = a->rbuf;
+    if (!c->in_place_layout) {
+        char why[256];
+        if (0 != gw_coll_scratch_get((size_t)c->total * c->tsize + 1, c->gpu, &c->tmp, why,
+                                     sizeof(why))) {
             opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
-            rc = OMPI_ERR_OUT_OF_RESOURCE;
+            return OMPI_ERR_OUT_OF_RESOURCE;
         }
-        t = tmp.ptr;
+        c->t = c->tmp.ptr;
     }
-    const int mine = m->hier_where[2 * me];
-    char *run = t + run_at[mine] * (int64_t)extent;
-    /* 1. Inside the node, into the node's run (in place where the run is
-     * the receive buffer: this rank's block is already there). */
-    if (OMPI_SUCCESS == rc) {
+    return OMPI_SUCCESS;
+}
+
+static int allgather_step(hier_call_t *c, int step, ompi_request_t **req)
+{
+    const gw_coll_args_t *a = &c->a;
+    struct ompi_communicator_t *node = c->m->hier_node, *leaders = c->m->hier_leaders;
+    const int *where = c->m->hier_where;
+    const int size = ompi_comm_size(a->comm), me = ompi_comm_rank(a->comm);
+    const int mine = where[2 * me];
+    int *nc = c->ncounts, *nd = c->ncounts + size;
+    switch (step) {
+    case 0: { /* Inside the node, into the node's run (in place where the
+               * run is the receive buffer: this rank's block is there). */
+        char *run = c->t + c->run_at[mine] * (int64_t)c->extent;
         const void *send = a->sbuf;
         int scount = a->scount;
         struct ompi_datatype_t *sdtype = a->sdtype;
-        if (MPI_IN_PLACE == send && !in_place_layout) {
-            send = (const char *)a->rbuf + (ptrdiff_t)displs[me] * extent;
-            scount = counts[me];
+        if (MPI_IN_PLACE == send && !c->in_place_layout) {
+            send = (const char *)a->rbuf + (ptrdiff_t)c->displs[me] * c->extent;
+            scount = c->counts[me];
             sdtype = a->rdtype;
         }
-        if (GW_COLL_ALLGATHER == a->id) {
-            /* The NVLink kernels take Allgather, not Allgatherv. */
-            rc = node->c_coll->coll_allgather(send, scount, sdtype, run, a->rcount, a->rdtype,
-                                              node, node->c_coll->coll_allgather_module);
-        } else {
-            const int nn = ompi_comm_size(node);
-            int *nc = ncounts, *nd = ncounts + size;
-            for (int q = 0, i = 0; q < size && i < nn; ++q) {
-                if (m->hier_where[2 * q] != mine) continue;
-                nc[i] = counts[q];
-                nd[i] = (int)(at[q] - run_at[mine]);
-                ++i;
-            }
-            rc = node->c_coll->coll_allgatherv(send, scount, sdtype, run, nc, nd, a->rdtype, node,
-                                               node->c_coll->coll_allgatherv_module);
+        if (GW_COLL_ALLGATHER == a->id) { /* the NVLink kernels take Allgather */
+            return HIER_SUB(node, allgather, req, send, scount, sdtype, run, a->rcount,
+                            a->rdtype);
         }
-    }
-    /* 2. Among the first ranks, each node's run in place. */
-    if (OMPI_SUCCESS == rc && 0 == ompi_comm_rank(node) && NULL != leaders &&
-        ompi_comm_size(leaders) > 1) {
-        int *lc = ncounts, *ld = ncounts + size;
-        for (int l = 0; l < nnodes; ++l) {
-            lc[l] = (int)run_len[l];
-            ld[l] = (int)run_at[l];
+        const int nn = ompi_comm_size(node);
+        for (int q = 0, i = 0; q < size && i < nn; ++q) {
+            if (where[2 * q] != mine) continue;
+            nc[i] = c->counts[q];
+            nd[i] = (int)(c->at[q] - c->run_at[mine]);
+            ++i;
         }
-        rc = leaders->c_coll->coll_allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t, lc, ld,
-                                              a->rdtype, leaders,
-                                              leaders->c_coll->coll_allgatherv_module);
+        return HIER_SUB(node, allgatherv, req, send, scount, sdtype, run, nc, nd, a->rdtype);
     }
-    /* 3. Every block to every rank of the node. */
-    if (OMPI_SUCCESS == rc) {
-        rc = node->c_coll->coll_bcast(t, (int)total, a->rdtype, 0, node,
-                                      node->c_coll->coll_bcast_module);
+    case 1: { /* Among the first ranks, each node's run in place. */
+        if (!across(c)) return OMPI_SUCCESS;
+        const int nl = ompi_comm_size(leaders);
+        for (int l = 0; l < nl; ++l) {
+            nc[l] = (int)c->run_len[l];
+            nd[l] = (int)c->run_at[l];
+        }
+        return HIER_SUB(leaders, allgatherv, req, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->t, nc,
+                        nd, a->rdtype);
     }
-    /* 4. From the temporary, each block to its rank's place. */
-    if (OMPI_SUCCESS == rc && !in_place_layout) {
-        uint64_t ticket = 0;
+    case 2: /* Every block to every rank of the node. */
+        return HIER_SUB(node, bcast, req, c->t, (int)c->total, a->rdtype, 0);
+    case 3: { /* From the temporary, each block to its rank's place. */
+        if (c->in_place_layout) return OMPI_SUCCESS;
+        char why[256];
         bool queued = false;
         int err = 0;
         for (int q = 0; q < size && 0 == err; ++q) {
-            if (0 == counts[q]) continue;
-            err = gw_coll_copy_start((char *)a->rbuf + (ptrdiff_t)displs[q] * extent,
-                                     t + at[q] * (int64_t)tsize, (size_t)counts[q] * tsize, gpu,
-                                     &ticket, why, sizeof(why));
+            if (0 == c->counts[q]) continue;
+            err = gw_coll_copy_start((char *)a->rbuf + (ptrdiff_t)c->displs[q] * c->extent,
+                                     c->t + c->at[q] * (int64_t)c->tsize,
+                                     (size_t)c->counts[q] * c->tsize, c->gpu, &c->ticket, why,
+                                     sizeof(why));
             queued = true;
         }
-        if (0 == err && queued) err = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+        if (0 == err && queued) {
+            if (NULL == req) {
+                err = gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why));
+            } else {
+                c->copying = true; /* waited for by the job's poll */
+            }
+        }
         if (0 != err) {
             opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
-            rc = OMPI_ERROR;
+            return OMPI_ERROR;
         }
+        return OMPI_SUCCESS;
     }
-    gw_coll_scratch_put(&tmp);
-    free(at);
-    free(run_at);
-    free(ncounts);
-    return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
+    }
+    return HIER_END;
 }
 
-/* Allgather: every rank's block rcount elements, in rank order. */
-static int hier_allgather_blocks(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                                 const gw_coll_region_t r[GW_REGION_COUNT])
+/* Starts the call's next step: OMPI_SUCCESS (with *req set when req is not
+ * NULL and the step is a collective or message on this rank), HIER_END when
+ * none is left, or an error. */
+static int hier_step(hier_call_t *c, ompi_request_t **req)
 {
-    const int size = ompi_comm_size(a->comm);
-    int *cd = malloc(2 * sizeof(int) * (size_t)size);
-    if (NULL == cd) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
-    for (int q = 0; q < size; ++q) {
-        cd[q] = a->rcount;
-        cd[size + q] = q * a->rcount; /* at most size * rcount (accepts) */
+    const int step = c->step++;
+    switch (c->a.id) {
+    case GW_COLL_ALLREDUCE: return allreduce_step(c, step, req);
+    case GW_COLL_BCAST: return bcast_step(c, step, req);
+    case GW_COLL_REDUCE: return reduce_step(c, step, req);
+    default: return allgather_step(c, step, req);
     }
-    const int rc = hier_allgather(m, a, r, cd, cd + size);
-    free(cd);
-    return rc;
+}
+
+static void hier_call_fini(hier_call_t *c)
+{
+    gw_coll_scratch_put(&c->tmp);
+    free(c->cd);
+    free(c->at);
+    free(c->run_at);
+    free(c->ncounts);
+}
+
+/* OMPI_SUCCESS, GW_COLL_DECLINED (every rank alike) or an error; c is
+ * finished with hier_call_fini in every case. */
+static int hier_call_init(hier_call_t *c, mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                          const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    memset(c, 0, sizeof(*c));
+    c->m = m;
+    c->a = *a;
+    c->gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
+    switch (a->id) {
+    case GW_COLL_REDUCE: return reduce_prepare(c);
+    case GW_COLL_ALLGATHER: {
+        /* Every rank's block rcount elements, in rank order. */
+        const int size = ompi_comm_size(a->comm);
+        c->cd = malloc(2 * sizeof(int) * (size_t)size);
+        if (NULL == c->cd) return OMPI_ERR_OUT_OF_RESOURCE;
+        for (int q = 0; q < size; ++q) {
+            c->cd[q] = a->rcount;
+            c->cd[size + q] = q * a->rcount; /* at most size * rcount (accepts) */
+        }
+        return allgather_prepare(c, c->cd, c->cd + size);
+    }
+    case GW_COLL_ALLGATHERV: return allgather_prepare(c, a->rcounts, a->rdispls);
+    default: return OMPI_SUCCESS;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The non-blocking form: a job (gw_coll_nb_job) that starts each step once
+ * the one before it has completed. Its sub-collectives are started from
+ * MPI's progress, on the sub-communicators, and every rank must start them
+ * in one order: a call starts its first step only once those initiated
+ * before it on the communicator have started their last (hier_nb_passed),
+ * and a blocking call waits for that too (hier_wait_turn).
+ * ------------------------------------------------------------------------ */
+
+static void hier_job_pass(hier_call_t *c)
+{
+    if (c->passed) return;
+    c->passed = true;
+    __atomic_fetch_add(&c->m->hier_nb_passed, 1, __ATOMIC_RELEASE);
+}
+
+static int hier_job_poll(void *p, bool query, bool *done)
+{
+    hier_call_t *c = p;
+    *done = c->finished;
+    if (c->finished) return OMPI_SUCCESS;
+    if (0 == c->step && __atomic_load_n(&c->m->hier_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
+        return OMPI_SUCCESS;
+    }
+    for (;;) {
+        if (NULL != c->sub) {
+            if (!REQUEST_COMPLETE(c->sub)) return OMPI_SUCCESS;
+            const int err = c->sub->req_status.MPI_ERROR;
+            ompi_request_free(&c->sub);
+            c->sub = NULL;
+            if (MPI_SUCCESS != err) return hier_done(&c->a, err);
+        }
+        if (c->copying) {
+            char why[256];
+            bool reached = false;
+            if (0 != gw_coll_copy_done(c->gpu, c->ticket, query, &reached, why, sizeof(why))) {
+                c->copying = false;
+                opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+                return hier_done(&c->a, OMPI_ERROR);
+            }
+            if (!reached) return OMPI_SUCCESS;
+            c->copying = false;
+        }
+        const int rc = hier_step(c, &c->sub);
+        if (c->step >= HIER_COMM_STEPS) hier_job_pass(c);
+        if (HIER_END == rc) {
+            c->finished = *done = true;
+            hier_done(&c->a, OMPI_SUCCESS);
+            return OMPI_SUCCESS;
+        }
+        if (OMPI_SUCCESS != rc) {
+            c->sub = NULL; /* a step that failed to start has no request */
+            return hier_done(&c->a, rc);
+        }
+    }
+}
+
+static void hier_job_release(void *p)
+{
+    hier_call_t *c = p;
+    char why[256];
+    /* Nothing the call holds goes back while a step may still use it. */
+    if (NULL != c->sub) ompi_request_wait(&c->sub, MPI_STATUS_IGNORE);
+    if (c->copying && 0 != gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+    }
+    hier_job_pass(c);
+    hier_call_fini(c);
+    free(c);
+}
+
+/* Never declines once started: outside the FIFO of staged calls. */
+static const gw_coll_job_ops_t hier_job_ops = {hier_job_poll, hier_job_release, NULL};
+
+static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                      gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+{
+    hier_call_t *c = malloc(sizeof(*c));
+    if (NULL == c) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
+    int rc = hier_call_init(c, m, a, r);
+    if (OMPI_SUCCESS != rc) {
+        hier_call_fini(c);
+        free(c);
+        return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
+    }
+    c->seq = __atomic_add_fetch(&m->hier_nb_issued, 1, __ATOMIC_ACQ_REL);
+    /* The first step starts now when nothing initiated before is left to
+     * start; otherwise from MPI's progress, in its turn. */
+    bool done = false;
+    rc = hier_job_poll(c, false, &done);
+    if (OMPI_SUCCESS != rc) {
+        hier_job_release(c);
+        return rc;
+    }
+    return gw_coll_nb_job(m, a, r, &hier_job_ops, c, false, request); /* c is the request's */
+}
+
+/* Before a blocking call's steps: the non-blocking calls initiated before it
+ * have started all theirs (they start from progress). */
+static void hier_wait_turn(mca_coll_gpuwire_module_t *m)
+{
+    while (__atomic_load_n(&m->hier_nb_passed, __ATOMIC_ACQUIRE) !=
+           __atomic_load_n(&m->hier_nb_issued, __ATOMIC_ACQUIRE)) {
+        opal_progress();
+    }
 }
 
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    (void)request; /* blocking forms only (accepts) */
+    /* The set-up is collective and blocks: a non-blocking call cannot make
+     * it, and runs flat until a blocking one has (the same on every rank). */
+    if (NULL != request) {
+        return HIER_READY == m->hier_state ? hier_start(m, a, r, request) : GW_COLL_DECLINED;
+    }
     if (HIER_UNKNOWN == m->hier_state) {
         if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {
             m->hier_state = HIER_UNUSABLE; /* the same on every rank */
@@ -412,50 +665,17 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         }
     }
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
-    if (GW_COLL_ALLGATHER == a->id) return hier_allgather_blocks(m, a, r);
-    if (GW_COLL_ALLGATHERV == a->id) return hier_allgather(m, a, r, a->rcounts, a->rdispls);
 
-    struct ompi_communicator_t *node = m->hier_node, *leaders = m->hier_leaders;
-    const bool leader = 0 == ompi_comm_rank(node);
-    const bool across = NULL != leaders && ompi_comm_size(leaders) > 1;
-    void *rbuf = a->rbuf;
-    if (GW_COLL_BCAST == a->id) {
-        /* Bcast's buffer is rbuf. */
-        const int root_leader = m->hier_where[2 * a->root];
-        const int root_local = m->hier_where[2 * a->root + 1];
-        const bool root_node = m->hier_where[2 * ompi_comm_rank(a->comm)] == root_leader;
-        int rc = OMPI_SUCCESS;
-        if (root_node) {
-            rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, root_local, node,
-                                          node->c_coll->coll_bcast_module);
-        }
-        if (OMPI_SUCCESS == rc && leader && across) {
-            rc = leaders->c_coll->coll_bcast(rbuf, a->count, a->dtype, root_leader, leaders,
-                                             leaders->c_coll->coll_bcast_module);
-        }
-        if (OMPI_SUCCESS == rc && !root_node) {
-            rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, 0, node,
-                                          node->c_coll->coll_bcast_module);
-        }
-        return hier_done(a, rc);
-    }
-    if (GW_COLL_REDUCE == a->id) return hier_reduce(m, a, r);
-    /* 1. Into the leader's receive buffer. */
-    const void *send = a->sbuf;
-    if (!leader && MPI_IN_PLACE == send) send = rbuf;
-    int rc = node->c_coll->coll_reduce(send, rbuf, a->count, a->dtype, a->op, 0, node,
-                                       node->c_coll->coll_reduce_module);
-    /* 2. Among the leaders, in place. */
-    if (OMPI_SUCCESS == rc && leader && across) {
-        rc = leaders->c_coll->coll_allreduce(MPI_IN_PLACE, rbuf, a->count, a->dtype, a->op,
-                                             leaders, leaders->c_coll->coll_allreduce_module);
-    }
-    /* 3. Back to every rank of the node. */
+    hier_call_t c;
+    int rc = hier_call_init(&c, m, a, r);
     if (OMPI_SUCCESS == rc) {
-        rc = node->c_coll->coll_bcast(rbuf, a->count, a->dtype, 0, node,
-                                      node->c_coll->coll_bcast_module);
+        hier_wait_turn(m);
+        while (OMPI_SUCCESS == (rc = hier_step(&c, NULL))) {
+        }
+        if (HIER_END == rc) rc = OMPI_SUCCESS;
     }
-    return hier_done(a, rc);
+    hier_call_fini(&c);
+    return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
 }
 
 const gw_coll_algorithm_t gw_coll_hier = {"hierarchical", hier_accepts, hier_run};

@@ -272,6 +272,22 @@ static struct {
     bool initialized;
 } requests;
 
+/* Set while this thread's requests_progress holds requests.lock: a job's
+ * poll may start collectives of its own on other communicators
+ * (gw_coll_nb_job, request_enqueue) and free their requests, which take the
+ * lock, not recursive, themselves. */
+static _Thread_local bool requests_held;
+
+static void requests_lock(void)
+{
+    if (!requests_held) OPAL_THREAD_LOCK(&requests.lock);
+}
+
+static void requests_unlock(void)
+{
+    if (!requests_held) OPAL_THREAD_UNLOCK(&requests.lock);
+}
+
 static void job_release(gw_coll_request_t *req)
 {
     if (NULL != req->job) req->job_ops->release(req->job);
@@ -294,12 +310,12 @@ static int request_free(ompi_request_t **rptr)
 {
     gw_coll_request_t *req = state_of(*rptr);
     bool release = true;
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     if (!req->done) {
         req->freed = true;
         release = false;
     }
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
     if (release) request_release(req);
     *rptr = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
@@ -484,6 +500,7 @@ static int requests_progress(void)
         return 0;
     }
     requests.busy = true;
+    requests_held = true;
     gw_coll_request_t *finished = NULL, **finished_last = &finished;
     for (gw_coll_request_t **p = &requests.first; NULL != *p;) {
         gw_coll_request_t *req = *p;
@@ -498,6 +515,7 @@ static int requests_progress(void)
             p = &req->next;
         }
     }
+    requests_held = false;
     requests.busy = false;
     OPAL_THREAD_UNLOCK(&requests.lock);
 
@@ -509,18 +527,18 @@ static int requests_progress(void)
         /* Staging goes back before the application can see completion. */
         staging_release(&req->st);
         job_release(req);
-        OPAL_THREAD_LOCK(&requests.lock);
+        requests_lock();
         bool freed = req->freed;
-        OPAL_THREAD_UNLOCK(&requests.lock);
+        requests_unlock();
         if (!freed) {
             req->mpi->req_status.MPI_ERROR = req->error;
             ompi_request_complete(req->mpi, true);
             /* Freed by another thread between the completion and here:
              * released here. */
-            OPAL_THREAD_LOCK(&requests.lock);
+            requests_lock();
             req->done = true;
             freed = req->freed;
-            OPAL_THREAD_UNLOCK(&requests.lock);
+            requests_unlock();
         }
         if (freed) request_release(req);
     }
@@ -563,7 +581,7 @@ void mca_coll_gpuwire_requests_fini(void)
  * communicator's FIFO of requests not started when ordered. */
 static void request_pend(gw_coll_request_t *req, bool ordered)
 {
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     if (!requests.progress_registered) {
         opal_progress_register(requests_progress);
         requests.progress_registered = true;
@@ -573,7 +591,7 @@ static void request_pend(gw_coll_request_t *req, bool ordered)
     *requests.lastp = req;
     requests.lastp = &req->next;
     __atomic_fetch_add(&mca_coll_gpuwire.nb_pending, 1, __ATOMIC_RELAXED);
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
 }
 
 /* Hands req (READY or COPY_IN) to the progress function and the request to
@@ -673,10 +691,10 @@ static void persistent_release(gw_coll_request_t *req)
     persistent_drop_inner(req);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(comm);
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     req->next = requests.spares;
     requests.spares = req;
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
 }
 
 /* The inner request's completion callback (in the thread that completes it,
@@ -685,10 +703,10 @@ static int persistent_inner_done(ompi_request_t *inner)
 {
     gw_coll_request_t *req = inner->req_complete_cb_data;
     req->mpi->req_status.MPI_ERROR = inner->req_status.MPI_ERROR;
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     req->done = true;
     const bool freed = req->freed;
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
     if (freed) {
         persistent_release(req);
     } else {
@@ -724,10 +742,10 @@ static int persistent_start(size_t count, ompi_request_t **reqs)
 static int persistent_free(ompi_request_t **rptr)
 {
     gw_coll_request_t *req = state_of(*rptr);
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     const bool active = !req->done;
     req->freed = active; /* released by the completion callback */
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
     if (!active) persistent_release(req);
     *rptr = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
@@ -736,10 +754,10 @@ static int persistent_free(ompi_request_t **rptr)
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request)
 {
-    OPAL_THREAD_LOCK(&requests.lock);
+    requests_lock();
     gw_coll_request_t *spare = requests.spares;
     if (NULL != spare) requests.spares = spare->next;
-    OPAL_THREAD_UNLOCK(&requests.lock);
+    requests_unlock();
     ompi_request_t *r;
     if (NULL != spare) {
         /* As new: libmpi's constructors clear what the bindings set. */

@@ -372,7 +372,11 @@ static void make_types(void)
 
 void harness_init(int *argc, char ***argv)
 {
-    mt_init(argc, argv, MPI_THREAD_SINGLE);
+    /* GW_TEST_THREAD_MULTIPLE=1: the locks of Open MPI and of the component
+     * are real locks then (without threads they are none). */
+    const char *threads = getenv("GW_TEST_THREAD_MULTIPLE");
+    mt_init(argc, argv,
+            threads && 0 == strcmp(threads, "1") ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE);
     const char *mode = *argc > 1 ? (*argv)[1] : "host";
     mode_name = mode;
     if (strcmp(mode, "host") == 0) {
