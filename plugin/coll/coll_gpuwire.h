@@ -76,6 +76,7 @@ typedef struct {
     unsigned long long nvlink_calls;
     unsigned long long nvlink_nb_calls;
     unsigned long long hier_calls;
+    unsigned long long persistent_mixed;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
      * complete (freed ones included). */

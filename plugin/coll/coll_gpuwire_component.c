@@ -254,6 +254,10 @@ static int component_register(void)
                      "Allreduce, Reduce, Bcast, Allgather(v) calls on device buffers across nodes composed "
                      "per level (coll_gpuwire_hierarchical)",
                      &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+    register_counter("persistent_mixed",
+                     "Persistent collectives (MPI_<op>_init) some ranks initialized on device "
+                     "buffers and others not: every rank's starts run them staged",
+                     &mca_coll_gpuwire.persistent_mixed, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("nb_deferred_starts",
                      "Non-blocking collectives whose previous module's collective started after "
                      "their initiation returned, from MPI's progress: copies to host staging, or "

@@ -108,8 +108,11 @@ int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *w
     return 0;
 }
 
-int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                     ompi_request_t **request)
+/* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
+ * whatever else would accept the call (the persistent forms where ranks pass
+ * different memory kinds). */
+static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                    ompi_request_t **request, bool staged_only)
 {
     gw_coll_region_t r[GW_REGION_COUNT];
     gw_mem_kind_t kind = GW_MEM_HOST;
@@ -126,7 +129,7 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
     if (GW_MEM_HOST == kind) count(&mca_coll_gpuwire.passthrough_calls);
     /* The last algorithm of each list accepts every call and never declines. */
-    for (size_t i = 0; i < algorithms[kind].n; ++i) {
+    for (size_t i = staged_only ? algorithms[kind].n - 1 : 0; i < algorithms[kind].n; ++i) {
         const gw_coll_algorithm_t *algo = algorithms[kind].list[i];
         if (NULL != algo->accepts && !algo->accepts(a, r)) continue;
         if (GW_MEM_DEVICE == kind) {
@@ -141,6 +144,32 @@ int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return OMPI_ERR_NOT_SUPPORTED;
 }
 
+int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                     ompi_request_t **request)
+{
+    return dispatch(m, a, request, false);
+}
+
+int gw_coll_dispatch_staged(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                            ompi_request_t **request)
+{
+    return dispatch(m, a, request, true);
+}
+
+/* Initialization of a persistent collective is nonlocal (MPI 4.0, 6.13):
+ * the ranks agree here, by one host allreduce, on the form every start
+ * takes, whatever memory each of them passes:
+ *   - no rank passes device memory: the previous module's persistent
+ *     request, once the non-blocking calls queued before it have started
+ *     (libnbc reserves a persistent request's tag at its initialization,
+ *     a non-blocking call's when it starts: in one order on every rank);
+ *   - every rank passes device memory: a request of ours that runs the
+ *     non-blocking form, the GPU algorithms included, at each start (and the
+ *     hierarchical levels set up now, where they apply);
+ *   - some do, some do not (host buffers, or no bytes at all in the call):
+ *     a request of ours on every rank that runs the staged form at each
+ *     start (host buffers pass through), so that every rank runs the
+ *     previous module's non-blocking collective, in initiation order. */
 int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
                  ompi_request_t **request)
 {
@@ -151,6 +180,21 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         const int rc = classify(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }
-    if (GW_MEM_HOST == kind) return gw_coll_call_previous_init(m, a, info, request);
-    return gw_coll_persistent_new(m, a, request);
+    /* [0]: some rank passes device memory; [1]: some rank does not. */
+    int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
+    if (NULL != m->previous_allreduce) {
+        const int rc = m->previous_allreduce(mine, seen, 2, MPI_INT, MPI_MAX, a->comm,
+                                             m->previous_allreduce_module);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
+    if (!seen[0]) {
+        gw_coll_nb_drain(m);
+        return gw_coll_call_previous_init(m, a, info, request);
+    }
+    if (!seen[1]) {
+        const int rc = gw_coll_hier_prepare(m, a);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
+    if (seen[1]) __atomic_fetch_add(&mca_coll_gpuwire.persistent_mixed, 1, __ATOMIC_RELAXED);
+    return gw_coll_persistent_new(m, a, seen[1], request);
 }

@@ -125,26 +125,35 @@ typedef struct {
 int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                      ompi_request_t **request);
 
+/* gw_coll_dispatch with, on device memory, the staged algorithm whatever
+ * else would accept the call. */
+int gw_coll_dispatch_staged(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                            ompi_request_t **request);
+
 /* Calls the previous module's function for a->id with sbuf/rbuf replacing
  * the application's buffers and everything else unchanged; the non-blocking
  * form when request is not NULL (coll_gpuwire_module.c). */
 int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                           const void *sbuf, void *rbuf, ompi_request_t **request);
 
-/* The persistent form of a call (MPI_<op>_init): on host buffers the
- * previous module's request; on device buffers a request of ours whose
- * every MPI_Start runs the non-blocking form through gw_coll_dispatch. The
- * buffers are classified here, once: MPI fixes them for the request's
- * life. */
+/* The persistent form of a call (MPI_<op>_init): the ranks agree on one
+ * form (initialization is collective and nonlocal). Where no rank passes
+ * device memory, the previous module's request; where every rank does, a
+ * request of ours whose every MPI_Start runs the non-blocking form through
+ * gw_coll_dispatch; where some do, a request of ours on every rank whose
+ * starts run it through gw_coll_dispatch_staged. The buffers are classified
+ * here, once: MPI fixes them for the request's life. */
 int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
                  ompi_request_t **request);
 /* The previous module's persistent form of a->id (coll_gpuwire_module.c). */
 int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                struct ompi_info_t *info, ompi_request_t **request);
-/* A persistent request of ours for a call on device buffers
- * (coll_gpuwire_staged.c). */
+/* A persistent request of ours (coll_gpuwire_staged.c); staged_only: its
+ * starts run gw_coll_dispatch_staged. */
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                           ompi_request_t **request);
+                           bool staged_only, ompi_request_t **request);
+/* Progresses MPI until no non-blocking call of m waits for its start. */
+void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m);
 
 /* A non-blocking collective on the application's buffers, through the
  * previous module: started now when nothing initiated earlier on the
@@ -194,6 +203,10 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
 extern const gw_coll_algorithm_t gw_coll_hier;
 /* Frees the communicator's sub-communicators (module destructor). */
 void gw_coll_hier_release(mca_coll_gpuwire_module_t *m);
+/* Sets the levels up for a persistent call on device buffers whose starts
+ * the hierarchical algorithm would run (collective, as its blocking forms'
+ * first call); OMPI_SUCCESS or the set-up's error. */
+int gw_coll_hier_prepare(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a);
 /* Reductions kept on the GPU (coll_gpuwire_devreduce.c). */
 extern const gw_coll_algorithm_t gw_coll_devreduce;
 /* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's

@@ -656,14 +656,8 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (NULL != request) {
         return HIER_READY == m->hier_state ? hier_start(m, a, r, request) : GW_COLL_DECLINED;
     }
-    if (HIER_UNKNOWN == m->hier_state) {
-        if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {
-            m->hier_state = HIER_UNUSABLE; /* the same on every rank */
-        } else {
-            int rc = hier_setup(m, a->comm);
-            if (OMPI_SUCCESS != rc) return rc;
-        }
-    }
+    const int set_up = gw_coll_hier_prepare(m, a);
+    if (OMPI_SUCCESS != set_up) return set_up;
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
 
     hier_call_t c;
@@ -676,6 +670,18 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     hier_call_fini(&c);
     return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
+}
+
+int gw_coll_hier_prepare(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+{
+    if (HIER_UNKNOWN != m->hier_state || !hier_accepts(a, NULL)) {
+        return OMPI_SUCCESS;
+    }
+    if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {
+        m->hier_state = HIER_UNUSABLE; /* the same on every rank */
+        return OMPI_SUCCESS;
+    }
+    return hier_setup(m, a->comm);
 }
 
 const gw_coll_algorithm_t gw_coll_hier = {"hierarchical", hier_accepts, hier_run};

@@ -248,6 +248,7 @@ typedef struct gw_coll_request {
     void *job;                        /* and its state, until job_release */
     gw_coll_region_t r[GW_REGION_COUNT]; /* GW_REQ_JOB: the call's, for staging it instead */
     bool in_fifo;                     /* GW_REQ_JOB: in the module's FIFO */
+    bool staged_only;                 /* persistent: starts run gw_coll_dispatch_staged */
     gw_req_state_t state;
     int error; /* MPI error code */
     unsigned polls;
@@ -638,6 +639,11 @@ int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return OMPI_SUCCESS;
 }
 
+void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m)
+{
+    while (NULL != __atomic_load_n(&m->nb_first, __ATOMIC_ACQUIRE)) opal_progress();
+}
+
 int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request)
 {
@@ -725,7 +731,9 @@ static int persistent_start(size_t count, ompi_request_t **reqs)
         r->req_state = OMPI_REQUEST_ACTIVE;
         r->req_complete = REQUEST_PENDING;
         req->done = false;
-        const int rc = gw_coll_dispatch(req->module, &req->args, &req->inner);
+        const int rc = req->staged_only
+                           ? gw_coll_dispatch_staged(req->module, &req->args, &req->inner)
+                           : gw_coll_dispatch(req->module, &req->args, &req->inner);
         if (OMPI_SUCCESS != rc) {
             /* Nothing started: inactive again, and the start fails. */
             req->inner = NULL;
@@ -752,7 +760,7 @@ static int persistent_free(ompi_request_t **rptr)
 }
 
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                           ompi_request_t **request)
+                           bool staged_only, ompi_request_t **request)
 {
     requests_lock();
     gw_coll_request_t *spare = requests.spares;
@@ -773,6 +781,7 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     OMPI_REQUEST_INIT(r, true); /* inactive, complete */
     r->req_start = persistent_start;
     r->req_free = persistent_free;
+    req->staged_only = staged_only;
     req->done = true; /* inactive: MPI_Request_free releases it */
     *request = r;
     return OMPI_SUCCESS;

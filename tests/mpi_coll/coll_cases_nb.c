@@ -273,8 +273,10 @@ void case_crossing_reduce_scatters(MPI_Comm comm)
 }
 
 /* Persistent requests started again and again with new data in the send
- * buffers (MPI_Startall over two), then freed. */
-void case_persistent_restart(MPI_Comm comm)
+ * buffers (MPI_Startall over two), then freed. host_rank (or -1): that rank
+ * passes host memory only, whatever the mode, while the others pass the
+ * mode's (the ranks agree on one form at initialization). */
+void case_persistent_restart(MPI_Comm comm, int host_rank)
 {
     if (!t_persistent_available()) return;
     int me, n;
@@ -282,12 +284,14 @@ void case_persistent_restart(MPI_Comm comm)
     MPI_Comm_size(comm, &n);
     const long c = 5000;
     const int rounds = 3;
-    tctx_set("persistent allreduce and bcast started %d times, comm size %d", rounds, n);
-    t_persistent = true; /* for lone_buffer_kind too */
+    tctx_set("persistent allreduce and bcast started %d times, comm size %d%s", rounds, n,
+             host_rank < 0 ? "" : ", host memory on one rank");
+    t_persistent = true;
+    const bool host = me == host_rank;
     tbuf_t sb, rb, bc;
-    tbuf_alloc(&sb, T_INT, c, mem_send);
-    tbuf_alloc(&rb, T_INT, c, mem_recv);
-    tbuf_alloc(&bc, T_INT, c, lone_buffer_kind(me == 0 ? mem_send : mem_recv));
+    tbuf_alloc(&sb, T_INT, c, host ? MEM_HOST : mem_send);
+    tbuf_alloc(&rb, T_INT, c, host ? MEM_HOST : mem_recv);
+    tbuf_alloc(&bc, T_INT, c, host ? MEM_HOST : me == 0 ? mem_send : mem_recv);
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     for (int round = 0; round < rounds; ++round) {
         const unsigned s = 900 + round;

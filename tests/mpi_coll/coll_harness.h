@@ -83,8 +83,9 @@ const char *harness_skip_reason(void);
  * rank). The modes ending in "staged" run under
  * coll_gpuwire_reduce_algorithm and coll_gpuwire_move_algorithm staged,
  * where every rank uses the host algorithm, and keep host memory, except in
- * the persistent form: a host rank's request is then the host module's own
- * persistent one, which matches no other rank's non-blocking calls. */
+ * the persistent form, so that its calls run the device algorithms: where
+ * the ranks' memory kinds differ they agree at initialization to run every
+ * start staged (case_persistent_restart covers that). */
 enum mem_kind lone_buffer_kind(enum mem_kind k);
 
 /* Raw memory of a kind; copies with cudaMemcpy, memcpy, or through the
@@ -214,7 +215,7 @@ void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
 void case_blocking_after_nonblocking(MPI_Comm comm);
 void case_crossing_reduce_scatters(MPI_Comm comm);
-void case_persistent_restart(MPI_Comm comm);
+void case_persistent_restart(MPI_Comm comm, int host_rank);
 
 /* Whether a buffer of kind k is the simulated GPU's memory the CPU cannot touch. */
 static inline bool mem_protected(enum mem_kind k)

@@ -193,7 +193,8 @@ int main(int argc, char **argv)
     case_initiation_does_not_wait(MPI_COMM_WORLD);
     case_blocking_after_nonblocking(MPI_COMM_WORLD);
     case_crossing_reduce_scatters(MPI_COMM_WORLD);
-    case_persistent_restart(MPI_COMM_WORLD);
+    case_persistent_restart(MPI_COMM_WORLD, -1);
+    case_persistent_restart(MPI_COMM_WORLD, mt_size - 1);
 
     if (expect && *expect) {
         const unsigned long long n = coll_pvar_read(session, counter);
