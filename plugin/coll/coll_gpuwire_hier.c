@@ -303,6 +303,17 @@ static int bcast_step(hier_call_t *c, int step, ompi_request_t **req)
     return HIER_END;
 }
 
+/* The call's device temporary (c->tmp) of len bytes, or NULL once said why. */
+static void *hier_temp(hier_call_t *c, size_t len)
+{
+    char why[256];
+    if (0 != gw_coll_scratch_get(len, c->gpu, &c->tmp, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+        return NULL;
+    }
+    return c->tmp.ptr;
+}
+
 /* The node's partial result lands at its first rank: in the receive buffer
  * if that rank is the root, else in a device temporary. */
 static int reduce_prepare(hier_call_t *c)
@@ -312,13 +323,8 @@ static int reduce_prepare(hier_call_t *c)
     if (!is_leader(c) || ompi_comm_rank(a->comm) == a->root) return OMPI_SUCCESS;
     size_t size = 0;
     ompi_datatype_type_size(a->dtype, &size);
-    char why[256];
-    if (0 != gw_coll_scratch_get(size * (size_t)a->count, c->gpu, &c->tmp, why, sizeof(why))) {
-        opal_output(0, "coll:gpuwire: hierarchical reduce: %s", why);
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    c->acc = c->tmp.ptr;
-    return OMPI_SUCCESS;
+    c->acc = hier_temp(c, size * (size_t)a->count);
+    return NULL == c->acc ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
 }
 
 static int reduce_step(hier_call_t *c, int step, ompi_request_t **req)
@@ -403,17 +409,8 @@ static int allgather_prepare(hier_call_t *c, const int *counts, const int *displ
         (!c->in_place_layout && (0 != lb || (size_t)c->extent != c->tsize))) {
         return GW_COLL_DECLINED;
     }
-    c->t = a->rbuf;
-    if (!c->in_place_layout) {
-        char why[256];
-        if (0 != gw_coll_scratch_get((size_t)c->total * c->tsize + 1, c->gpu, &c->tmp, why,
-                                     sizeof(why))) {
-            opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
-            return OMPI_ERR_OUT_OF_RESOURCE;
-        }
-        c->t = c->tmp.ptr;
-    }
-    return OMPI_SUCCESS;
+    c->t = c->in_place_layout ? a->rbuf : hier_temp(c, (size_t)c->total * c->tsize + 1);
+    return NULL == c->t ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
 }
 
 static int allgather_step(hier_call_t *c, int step, ompi_request_t **req)
