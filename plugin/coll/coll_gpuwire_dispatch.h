@@ -198,6 +198,10 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 extern const gw_coll_algorithm_t gw_coll_nvlink;
 /* Releases the communicator's NVLink team (module destructor). */
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
+/* Whether comm's NVLink team is being set up: a non-blocking call initiated
+ * now may still run staged, one initiated once it is known unusable runs
+ * the next algorithm, so the choice depends on when a rank initiates. */
+bool gw_coll_nvlink_setting_up(struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;

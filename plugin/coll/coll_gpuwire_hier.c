@@ -554,6 +554,18 @@ static void hier_job_pass(hier_call_t *c)
     __atomic_fetch_add(&c->m->hier_nb_passed, 1, __ATOMIC_RELEASE);
 }
 
+/* Whether a level's NVLink team is being set up (by an earlier step): the
+ * next step waits for the outcome, which every rank then sees alike. A
+ * non-blocking sub-collective initiated during a set-up that ends with no
+ * team runs staged, one initiated after it the next algorithm; and the
+ * ranks start a step at different times (a leader after the leaders'
+ * step, the others at once). */
+static bool hier_levels_settling(const hier_call_t *c)
+{
+    return gw_coll_nvlink_setting_up(c->m->hier_node) ||
+           (NULL != c->m->hier_leaders && gw_coll_nvlink_setting_up(c->m->hier_leaders));
+}
+
 static int hier_job_poll(void *p, bool query, bool *done)
 {
     hier_call_t *c = p;
@@ -581,6 +593,7 @@ static int hier_job_poll(void *p, bool query, bool *done)
             if (!reached) return OMPI_SUCCESS;
             c->copying = false;
         }
+        if (c->step < HIER_COMM_STEPS && hier_levels_settling(c)) return OMPI_SUCCESS;
         const int rc = hier_step(c, &c->sub);
         if (c->step >= HIER_COMM_STEPS) hier_job_pass(c);
         if (HIER_END == rc) {

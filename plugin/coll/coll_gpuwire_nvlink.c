@@ -694,4 +694,14 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return OMPI_SUCCESS;
 }
 
+bool gw_coll_nvlink_setting_up(struct ompi_communicator_t *comm)
+{
+    /* The module that runs comm's non-blocking Bcast (one NVLink takes):
+     * one of this component's, or none of this concern. */
+    const opal_object_t *mod = (const opal_object_t *)comm->c_coll->coll_ibcast_module;
+    if (NULL == mod || mod->obj_class != OBJ_CLASS(mca_coll_gpuwire_module_t)) return false;
+    const mca_coll_gpuwire_module_t *m = (const mca_coll_gpuwire_module_t *)mod;
+    return NVL_SETTING_UP == __atomic_load_n(&m->nvl_state, __ATOMIC_ACQUIRE);
+}
+
 const gw_coll_algorithm_t gw_coll_nvlink = {"nvlink", nvlink_accepts, nvlink_run};

@@ -175,6 +175,20 @@ int main(int argc, char **argv)
     }
     MT_CHECK_MPI(MPI_Comm_free(&fresh));
 
+    /* A persistent Allreduce and Bcast first on a fresh communicator: the
+     * initialization sets up what the starts use (the hierarchical levels),
+     * so where "iallreduce" is in GW_TEST_EXPECT_COLL_PVAR_IN the counter
+     * must count there already. */
+    MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    const bool persistent_counts = check_in && expect_in[0][1] && t_persistent_available();
+    const unsigned long long p_was = persistent_counts ? coll_pvar_read(session, nb_counter) : 0;
+    case_persistent_restart(fresh, -1);
+    if (persistent_counts && coll_pvar_read(session, nb_counter) == p_was) {
+        mt_fail(__FILE__, __LINE__, "persistent calls first on a fresh communicator: %s did not "
+                "count on rank %d", expect_nb, mt_rank);
+    }
+    MT_CHECK_MPI(MPI_Comm_free(&fresh));
+
     run_all(MPI_COMM_WORLD, "MPI_COMM_WORLD", check_in);
 
     /* Halves in reversed order: rank 0 of the sub-communicator is the
