@@ -180,6 +180,13 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         const int rc = classify(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }
+    /* A set-up of the NVLink team under way ends first, on every rank (the
+     * non-blocking calls initiated before it started it on every rank):
+     * otherwise the progress made here would let some ranks see its outcome
+     * before the starts that follow and others not, and a non-blocking call
+     * initiated during a set-up runs another algorithm than one initiated
+     * after it. */
+    gw_coll_nvlink_settle(m, a->comm);
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
     if (NULL != m->previous_allreduce) {

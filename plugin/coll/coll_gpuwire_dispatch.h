@@ -202,6 +202,10 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
  * now may still run staged, one initiated once it is known unusable runs
  * the next algorithm, so the choice depends on when a rank initiates. */
 bool gw_coll_nvlink_setting_up(struct ompi_communicator_t *comm);
+/* Ends a set-up of m's NVLink team that non-blocking calls started, by
+ * MPI's progress (collective: for the blocking calls and persistent
+ * initializations, which may wait for the other ranks). */
+void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;

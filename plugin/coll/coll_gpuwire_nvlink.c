@@ -366,6 +366,23 @@ static int nvlink_call(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, co
 static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                         gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
 
+void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    /* The non-blocking calls that started the set-up have their places in
+     * the team's order already. Their requests' progress drives it,
+     * possibly from another thread; only if none got a request does it end
+     * here. */
+    while (NVL_SETTING_UP == m->nvl_state) {
+        /* During a set-up no call launches: calls issued and not launched
+         * are requests waiting for it. */
+        if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) ==
+            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
+            setup_progress(m, comm);
+        }
+        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
+    }
+}
+
 static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
@@ -381,19 +398,7 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         if (NVL_UNUSABLE == m->nvl_state) return GW_COLL_DECLINED;
         return nvlink_start(m, a, r, request);
     }
-    /* A set-up that non-blocking calls started ends first (they have their
-     * places in the team's order already). Their requests' progress drives
-     * it, possibly from another thread; only if none got a request does it
-     * end here. */
-    while (NVL_SETTING_UP == m->nvl_state) {
-        /* During a set-up no call launches: calls issued and not launched
-         * are requests waiting for it. */
-        if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) ==
-            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
-            setup_progress(m, comm);
-        }
-        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
-    }
+    gw_coll_nvlink_settle(m, comm);
     if (NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
         if (OMPI_SUCCESS != rc) return rc;
