@@ -158,8 +158,8 @@ static int component_register(void)
         "first ranks, bcast inside each node; Reduce likewise to the root; Bcast: inside the "
         "root's node, among the first ranks, inside the other nodes), so only one rank per node "
         "uses the network; 2 also where they are staged (Reduce needs a pml that moves device "
-        "memory); 0 never. The non-blocking and persistent forms compose them too once a "
-        "blocking one has set the levels up on the communicator",
+        "memory); 0 never. The non-blocking forms compose them too once a blocking call or a "
+        "persistent initialization has set the levels up on the communicator",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_coll_gpuwire.hierarchical);
     (void)mca_base_component_var_register(

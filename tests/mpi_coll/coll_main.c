@@ -180,6 +180,7 @@ int main(int argc, char **argv)
      * so where "iallreduce" is in GW_TEST_EXPECT_COLL_PVAR_IN the counter
      * must count there already. */
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    /* cases[0] is allreduce */
     const bool persistent_counts = check_in && expect_in[0][1] && t_persistent_available();
     const unsigned long long p_was = persistent_counts ? coll_pvar_read(session, nb_counter) : 0;
     case_persistent_restart(fresh, -1);
