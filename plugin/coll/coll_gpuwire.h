@@ -204,6 +204,11 @@ typedef struct {
      * from the first call that could use it (a non-blocking one starts it,
      * MPI's progress ends it); -1 when it cannot be. */
     int nvl_state;
+    /* The state the non-blocking calls go by: a set-up's outcome becomes
+     * theirs only where every rank is at the same place among the
+     * communicator's collectives (a blocking call, a persistent
+     * initialization), so every rank gives each call to one algorithm. */
+    int nvl_seen;
     struct gw_coll_team *nvl_team;
     struct gw_nvl_setup *nvl_setup; /* while the team is being set up */
     /* Non-blocking calls given to the team, and how many of them have been

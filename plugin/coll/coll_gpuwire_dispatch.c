@@ -123,6 +123,9 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         count(&mca_coll_gpuwire.passthrough_calls);
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
+    /* A blocking call is a place every rank passes in the same order among
+     * the communicator's collectives, whatever memory it passes. */
+    if (NULL == request) gw_coll_nvlink_adopt(m, a->comm);
     gw_coll_regions(a, r);
     int rc = classify(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
@@ -180,12 +183,8 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         const int rc = classify(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }
-    /* A set-up of the NVLink team under way ends first, on every rank (the
-     * non-blocking calls initiated before it started it on every rank):
-     * otherwise the progress made here would let some ranks see its outcome
-     * before the starts that follow and others not, and a non-blocking call
-     * initiated during a set-up runs another algorithm than one initiated
-     * after it. */
+    /* Nonlocal, so a place every rank passes in the same order: a set-up
+     * of the NVLink team under way ends, and the starts go by its outcome. */
     gw_coll_nvlink_settle(m, a->comm);
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};

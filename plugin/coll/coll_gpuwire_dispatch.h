@@ -198,14 +198,19 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 extern const gw_coll_algorithm_t gw_coll_nvlink;
 /* Releases the communicator's NVLink team (module destructor). */
 void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
-/* Whether comm's NVLink team is being set up: a non-blocking call initiated
- * now may still run staged, one initiated once it is known unusable runs
- * the next algorithm, so the choice depends on when a rank initiates. */
-bool gw_coll_nvlink_setting_up(struct ompi_communicator_t *comm);
+/* False while comm's NVLink team is being set up; otherwise makes the
+ * outcome what comm's non-blocking calls go by (nvl_seen) and returns true.
+ * Only where every rank of comm asks before the same non-blocking call (and
+ * waits until true), so that they all adopt the outcome at one place. */
+bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm);
 /* Ends a set-up of m's NVLink team that non-blocking calls started, by
- * MPI's progress (collective: for the blocking calls and persistent
- * initializations, which may wait for the other ranks). */
+ * MPI's progress, and adopts its outcome (collective: for the blocking
+ * calls and persistent initializations, which may wait for the other
+ * ranks). */
 void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
+/* gw_coll_nvlink_settle where a non-blocking call started a set-up whose
+ * outcome m's calls do not go by yet; at every blocking collective. */
+void gw_coll_nvlink_adopt(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;

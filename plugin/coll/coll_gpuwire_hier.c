@@ -554,16 +554,15 @@ static void hier_job_pass(hier_call_t *c)
     __atomic_fetch_add(&c->m->hier_nb_passed, 1, __ATOMIC_RELEASE);
 }
 
-/* Whether a level's NVLink team is being set up (by an earlier step): the
- * next step waits for the outcome, which every rank then sees alike. A
- * non-blocking sub-collective initiated during a set-up that ends with no
- * team runs staged, one initiated after it the next algorithm; and the
- * ranks start a step at different times (a leader after the leaders'
- * step, the others at once). */
+/* Whether a level's NVLink team is being set up (by an earlier step). The
+ * next step waits for the outcome and adopts it: every rank does so before
+ * the same sub-collective of each level, so the level's later non-blocking
+ * calls go by the outcome (without it they would run staged wherever the
+ * team turned out unusable, until a blocking call on the level). */
 static bool hier_levels_settling(const hier_call_t *c)
 {
-    return gw_coll_nvlink_setting_up(c->m->hier_node) ||
-           (NULL != c->m->hier_leaders && gw_coll_nvlink_setting_up(c->m->hier_leaders));
+    return !gw_coll_nvlink_settled(c->m->hier_node) ||
+           (NULL != c->m->hier_leaders && !gw_coll_nvlink_settled(c->m->hier_leaders));
 }
 
 static int hier_job_poll(void *p, bool query, bool *done)

@@ -381,6 +381,12 @@ void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicato
         }
         if (NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
+    m->nvl_seen = m->nvl_state;
+}
+
+void gw_coll_nvlink_adopt(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    if (NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, comm);
 }
 
 static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -390,17 +396,26 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     const int gpu = gw_coll_regions_gpu(r);
     if (NULL != request) {
         /* The first call starts setting the team up and goes on from MPI's
-         * progress; so do the calls initiated before that ends. */
-        if (NVL_UNKNOWN == m->nvl_state) {
+         * progress; so do the calls initiated until the outcome is adopted
+         * (gw_coll_nvlink_adopt), whether this rank has seen it or not:
+         * where the team is unusable, every rank runs them staged, in their
+         * turn (nvl_job_poll). Going by the outcome as soon as this rank
+         * sees it would give one call to the next algorithm on one rank
+         * and to staging on a rank that initiated it earlier in the set-up. */
+        if (NVL_UNKNOWN == m->nvl_seen) {
             int rc = setup_start(m, comm, gpu < 0 ? 0 : gpu);
+            /* NVL_UNUSABLE at once only where that is every rank's answer
+             * (a communicator across nodes) or on an error, returned. */
+            m->nvl_seen = m->nvl_state;
             if (OMPI_SUCCESS != rc) return rc;
         }
-        if (NVL_UNUSABLE == m->nvl_state) return GW_COLL_DECLINED;
+        if (NVL_UNUSABLE == m->nvl_seen) return GW_COLL_DECLINED;
         return nvlink_start(m, a, r, request);
     }
     gw_coll_nvlink_settle(m, comm);
     if (NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
+        m->nvl_seen = m->nvl_state;
         if (OMPI_SUCCESS != rc) return rc;
     }
     if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
@@ -699,14 +714,17 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     return OMPI_SUCCESS;
 }
 
-bool gw_coll_nvlink_setting_up(struct ompi_communicator_t *comm)
+bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm)
 {
     /* The module that runs comm's non-blocking Bcast (one NVLink takes):
      * one of this component's, or none of this concern. */
     const opal_object_t *mod = (const opal_object_t *)comm->c_coll->coll_ibcast_module;
-    if (NULL == mod || mod->obj_class != OBJ_CLASS(mca_coll_gpuwire_module_t)) return false;
-    const mca_coll_gpuwire_module_t *m = (const mca_coll_gpuwire_module_t *)mod;
-    return NVL_SETTING_UP == __atomic_load_n(&m->nvl_state, __ATOMIC_ACQUIRE);
+    if (NULL == mod || mod->obj_class != OBJ_CLASS(mca_coll_gpuwire_module_t)) return true;
+    mca_coll_gpuwire_module_t *m = (mca_coll_gpuwire_module_t *)mod;
+    const int state = __atomic_load_n(&m->nvl_state, __ATOMIC_ACQUIRE);
+    if (NVL_SETTING_UP == state) return false;
+    m->nvl_seen = state;
+    return true;
 }
 
 const gw_coll_algorithm_t gw_coll_nvlink = {"nvlink", nvlink_accepts, nvlink_run};

@@ -177,6 +177,83 @@ void case_initiation_does_not_wait(MPI_Comm comm)
     tbuf_free(&rb);
 }
 
+/* Pulls b (nelem ints) and checks it holds rank r's flat values of seed s
+ * from flat index flat0; what names the check. */
+static void check_flat(tbuf_t *b, long e0, long nelem, unsigned s, int r, const char *what)
+{
+    tbuf_pull(b);
+    unsigned char *x = tbuf_snapshot(b);
+    img_set_flat(b, x, e0, nelem, s, r, 0);
+    tbuf_matches(b, x, e0, e0 + nelem, what);
+    free(x);
+}
+
+/* A communicator's first non-blocking calls while its NVLink team (where
+ * one may exist) is being set up: rank 0 initiates an Iallreduce, an Ibcast
+ * and an Iallgather at once, before it can know the set-up's outcome; the
+ * others start late and complete each call before initiating the next, so
+ * they know the outcome from the second on. Every rank must still run each
+ * call by the same algorithm (where the team turns out unusable, a rank that
+ * ran the second by the next algorithm while rank 0 staged it would hang).
+ * Then a blocking Allreduce, after which every rank goes by the outcome, and
+ * one more Ibcast. Needs a fresh communicator to mean anything. */
+void case_team_outcome_seen_late(MPI_Comm comm)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    if (n < 2) return;
+    const long c = 1000;
+    const unsigned s_ar = 919, s_bc = 929, s_ag = 939, s_b2 = 949;
+    tctx_set("non-blocking calls during an NVLink set-up, its outcome seen late by rank 0, "
+             "comm size %d", n);
+    tbuf_t ar_s, ar_r, bc, ag_s, ag_r, b_s, b_r, bc2;
+    tbuf_alloc(&ar_s, T_INT, c, mem_send);
+    tbuf_alloc(&ar_r, T_INT, c, mem_recv);
+    /* Every rank's only buffer (lone_buffer_kind). */
+    const enum mem_kind bc_kind = lone_buffer_kind(me == 0 ? mem_send : mem_recv);
+    tbuf_alloc(&bc, T_INT, c, bc_kind);
+    tbuf_alloc(&ag_s, T_INT, c, mem_send);
+    tbuf_alloc(&ag_r, T_INT, c * n, mem_recv);
+    tbuf_alloc(&b_s, T_INT, c, mem_send);
+    tbuf_alloc(&b_r, T_INT, c, mem_recv);
+    tbuf_alloc(&bc2, T_INT, c, bc_kind);
+    fill(&ar_s, OP_SUM, s_ar, me);
+    fill(&b_s, OP_SUM, s_b2, me);
+    tbuf_poison(&bc);
+    tbuf_poison(&bc2);
+    if (0 == me) {
+        img_set_flat(&bc, bc.img, 0, c, s_bc, 0, 0);
+        img_set_flat(&bc2, bc2.img, 0, c, s_b2, 0, 0);
+    }
+    img_set_flat(&ag_s, ag_s.img, 0, c, s_ag, me, 0);
+    tbuf_poison(&ag_r);
+    tbuf_t *all[] = {&ar_s, &ar_r, &bc, &ag_s, &ag_r, &b_s, &b_r, &bc2};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tbuf_push(all[i]);
+
+    MPI_Barrier(comm);
+    if (me != 0) usleep(300 * 1000);
+    MPI_Request rq[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MT_CHECK_MPI(MPI_Iallreduce(ar_s.mpi, ar_r.mpi, (int)c, MPI_INT, MPI_SUM, comm, &rq[0]));
+    if (me != 0) MT_CHECK_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+    MT_CHECK_MPI(MPI_Ibcast(bc.mpi, (int)c, MPI_INT, 0, comm, &rq[1]));
+    if (me != 0) MT_CHECK_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+    MT_CHECK_MPI(MPI_Iallgather(ag_s.mpi, (int)c, MPI_INT, ag_r.mpi, (int)c, MPI_INT, comm,
+                                &rq[2]));
+    MT_CHECK_MPI(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+    MT_CHECK_MPI(MPI_Allreduce(b_s.mpi, b_r.mpi, (int)c, MPI_INT, MPI_SUM, comm));
+    MPI_Request r2;
+    MT_CHECK_MPI(MPI_Ibcast(bc2.mpi, (int)c, MPI_INT, 0, comm, &r2));
+    MT_CHECK_MPI(MPI_Wait(&r2, MPI_STATUS_IGNORE));
+
+    check_int_sum(&ar_r, s_ar, n, 0, "iallreduce result");
+    check_flat(&bc, 0, c, s_bc, 0, "ibcast result");
+    for (int r = 0; r < n; ++r) check_flat(&ag_r, (long)r * c, c, s_ag, r, "iallgather result");
+    check_int_sum(&b_r, s_b2, n, 0, "allreduce result after them");
+    check_flat(&bc2, 0, c, s_b2, 0, "ibcast result after the allreduce");
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tbuf_free(all[i]);
+}
+
 /* A blocking collective while a non-blocking one initiated before it has not
  * started on this rank yet (the other ranks initiate it late): each rank
  * must run them in initiation order (an NVLink team launches the earlier

@@ -166,6 +166,9 @@ int main(int argc, char **argv)
      * GW_TEST_EXPECT_COLL_PVAR_NB, its counter must count there. */
     MPI_Comm fresh;
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    case_team_outcome_seen_late(fresh);
+    MT_CHECK_MPI(MPI_Comm_free(&fresh));
+    MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
     const unsigned long long nb_was = nb_counter != counter ? coll_pvar_read(session, nb_counter) : 0;
     case_initiation_does_not_wait(fresh);
     case_many_in_flight(fresh);
