@@ -19,6 +19,14 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* This rank and the size of comm; whether it has two ranks or more. */
+static bool several(MPI_Comm comm, int *me, int *n)
+{
+    MPI_Comm_rank(comm, me);
+    MPI_Comm_size(comm, n);
+    return *n >= 2;
+}
+
 static void fill(tbuf_t *b, enum top_id o, unsigned s, int r)
 {
     for (long e = 0; e < b->nelem; ++e) {
@@ -26,6 +34,15 @@ static void fill(tbuf_t *b, enum top_id o, unsigned s, int r)
         tval(o, (enum ttype_id)(b->t - tt), s, r, e, v);
         tbuf_set(b, e, v);
     }
+}
+
+/* A send buffer of c ints holding this rank's values of seed s for a sum
+ * (fill), and a receive buffer of c ints. */
+static void sum_pair(tbuf_t *sb, tbuf_t *rb, long c, unsigned s, int me)
+{
+    tbuf_alloc(sb, T_INT, c, mem_send);
+    tbuf_alloc(rb, T_INT, c, mem_recv);
+    fill(sb, OP_SUM, s, me);
 }
 
 /* Pulls b and checks its nelem ints against the sum over n ranks of the
@@ -146,9 +163,7 @@ void case_many_in_flight(MPI_Comm comm)
 void case_initiation_does_not_wait(MPI_Comm comm)
 {
     int me, n;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &n);
-    if (n < 2) return;
+    if (!several(comm, &me, &n)) return;
     const long c = 4096;
     const unsigned s = 777;
     tctx_set("iallreduce initiation while the other ranks are late, comm size %d", n);
@@ -200,26 +215,20 @@ static void check_flat(tbuf_t *b, long e0, long nelem, unsigned s, int r, const 
 void case_team_outcome_seen_late(MPI_Comm comm)
 {
     int me, n;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &n);
-    if (n < 2) return;
+    if (!several(comm, &me, &n)) return;
     const long c = 1000;
     const unsigned s_ar = 919, s_bc = 929, s_ag = 939, s_b2 = 949;
     tctx_set("non-blocking calls during an NVLink set-up, its outcome seen late by rank 0, "
              "comm size %d", n);
     tbuf_t ar_s, ar_r, bc, ag_s, ag_r, b_s, b_r, bc2;
-    tbuf_alloc(&ar_s, T_INT, c, mem_send);
-    tbuf_alloc(&ar_r, T_INT, c, mem_recv);
+    sum_pair(&ar_s, &ar_r, c, s_ar, me);
+    sum_pair(&b_s, &b_r, c, s_b2, me);
     /* Every rank's only buffer (lone_buffer_kind). */
     const enum mem_kind bc_kind = lone_buffer_kind(me == 0 ? mem_send : mem_recv);
     tbuf_alloc(&bc, T_INT, c, bc_kind);
+    tbuf_alloc(&bc2, T_INT, c, bc_kind);
     tbuf_alloc(&ag_s, T_INT, c, mem_send);
     tbuf_alloc(&ag_r, T_INT, c * n, mem_recv);
-    tbuf_alloc(&b_s, T_INT, c, mem_send);
-    tbuf_alloc(&b_r, T_INT, c, mem_recv);
-    tbuf_alloc(&bc2, T_INT, c, bc_kind);
-    fill(&ar_s, OP_SUM, s_ar, me);
-    fill(&b_s, OP_SUM, s_b2, me);
     tbuf_poison(&bc);
     tbuf_poison(&bc2);
     if (0 == me) {
@@ -261,19 +270,13 @@ void case_team_outcome_seen_late(MPI_Comm comm)
 void case_blocking_after_nonblocking(MPI_Comm comm)
 {
     int me, n;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &n);
-    if (n < 2) return;
+    if (!several(comm, &me, &n)) return;
     const long c = 1000;
     const unsigned s0 = 515, s1 = 616;
     tctx_set("a blocking allreduce after an iallreduce the others initiate late, comm size %d", n);
     tbuf_t a_s, a_r, b_s, b_r;
-    tbuf_alloc(&a_s, T_INT, c, mem_send);
-    tbuf_alloc(&a_r, T_INT, c, mem_recv);
-    tbuf_alloc(&b_s, T_INT, c, mem_send);
-    tbuf_alloc(&b_r, T_INT, c, mem_recv);
-    fill(&a_s, OP_SUM, s0, me);
-    fill(&b_s, OP_SUM, s1, me);
+    sum_pair(&a_s, &a_r, c, s0, me);
+    sum_pair(&b_s, &b_r, c, s1, me);
     tbuf_push(&a_s);
     tbuf_push(&a_r);
     tbuf_push(&b_s);
@@ -312,9 +315,7 @@ void case_blocking_after_nonblocking(MPI_Comm comm)
 void case_crossing_reduce_scatters(MPI_Comm comm)
 {
     int me, n;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &n);
-    if (n < 2) return;
+    if (!several(comm, &me, &n)) return;
     const int big = 60000, tiny = 3;
     tctx_set("two ireduce_scatters with opposite block sizes in flight, comm size %d", n);
     int *counts[2];
