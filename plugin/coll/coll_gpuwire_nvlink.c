@@ -41,6 +41,10 @@
 #include "opal/runtime/opal_progress.h"
 
 #define GW_NVL_MAX_TEAM 8
+/* Non-blocking calls given to a team being set up after which a rank waits,
+ * at the next one's initiation, for the outcome and goes by it: the place
+ * where every rank adopts it when no blocking collective comes. */
+#define GW_NVL_ADOPT_AFTER 16
 
 enum { NVL_UNKNOWN = 0, NVL_READY = 1, NVL_SETTING_UP = 2, NVL_UNUSABLE = -1 };
 
@@ -408,6 +412,14 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
              * (a communicator across nodes) or on an error, returned. */
             m->nvl_seen = m->nvl_state;
             if (OMPI_SUCCESS != rc) return rc;
+        }
+        /* Where the program makes no blocking collective on comm, the
+         * calls would stage forever on a team that turned out unusable. The
+         * set-up has long ended by now, on every rank, but this rank's
+         * progress may not have seen it yet: it waits for that here. */
+        if (NVL_SETTING_UP == m->nvl_seen &&
+            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE) >= GW_NVL_ADOPT_AFTER) {
+            gw_coll_nvlink_settle(m, comm);
         }
         if (NVL_UNUSABLE == m->nvl_seen) return GW_COLL_DECLINED;
         return nvlink_start(m, a, r, request);

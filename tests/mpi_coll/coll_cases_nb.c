@@ -263,6 +263,29 @@ void case_team_outcome_seen_late(MPI_Comm comm)
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tbuf_free(all[i]);
 }
 
+/* calls Iallreduces of 1000 ints, each completed before the next, and
+ * nothing else: a program without blocking collectives on comm. */
+void case_nonblocking_only(MPI_Comm comm, int calls)
+{
+    int me, n;
+    if (!several(comm, &me, &n)) return;
+    const long c = 1000;
+    tctx_set("%d iallreduces and no blocking collective, comm size %d", calls, n);
+    for (int k = 0; k < calls; ++k) {
+        const unsigned s = 959 + (unsigned)k;
+        tbuf_t sb, rb;
+        sum_pair(&sb, &rb, c, s, me);
+        tbuf_push(&sb);
+        tbuf_push(&rb);
+        MPI_Request req;
+        MT_CHECK_MPI(MPI_Iallreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm, &req));
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        check_int_sum(&rb, s, n, 0, "iallreduce result");
+        tbuf_free(&sb);
+        tbuf_free(&rb);
+    }
+}
+
 /* A blocking collective while a non-blocking one initiated before it has not
  * started on this rank yet (the other ranks initiate it late): each rank
  * must run them in initiation order (an NVLink team launches the earlier

@@ -214,6 +214,7 @@ void case_reduce_local(MPI_Comm comm, bool nb);
 void case_many_in_flight(MPI_Comm comm);
 void case_initiation_does_not_wait(MPI_Comm comm);
 void case_team_outcome_seen_late(MPI_Comm comm);
+void case_nonblocking_only(MPI_Comm comm, int calls);
 void case_blocking_after_nonblocking(MPI_Comm comm);
 void case_crossing_reduce_scatters(MPI_Comm comm);
 void case_persistent_restart(MPI_Comm comm, int host_rank);

@@ -168,6 +168,20 @@ int main(int argc, char **argv)
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
     case_team_outcome_seen_late(fresh);
     MT_CHECK_MPI(MPI_Comm_free(&fresh));
+    /* Only non-blocking calls on a fresh communicator: after a few (16 in
+     * coll_gpuwire_nvlink.c) they go by the team's outcome, so the counter
+     * of GW_TEST_EXPECT_COLL_PVAR_NB must count there even where the team
+     * is unusable (the calls given to the team stage). */
+    MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
+    const unsigned long long only_was =
+        nb_counter != counter ? coll_pvar_read(session, nb_counter) : 0;
+    case_nonblocking_only(fresh, 24);
+    if (nb_counter != counter && mt_size > 1 &&
+        coll_pvar_read(session, nb_counter) == only_was) {
+        mt_fail(__FILE__, __LINE__, "non-blocking calls only on a fresh communicator: %s did "
+                "not count on rank %d", expect_nb, mt_rank);
+    }
+    MT_CHECK_MPI(MPI_Comm_free(&fresh));
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
     const unsigned long long nb_was = nb_counter != counter ? coll_pvar_read(session, nb_counter) : 0;
     case_initiation_does_not_wait(fresh);
