@@ -84,6 +84,9 @@ typedef struct {
     unsigned long long nb_pending;
 } mca_coll_gpuwire_globals_t;
 
+/* States of a communicator's NVLink team (nvl_state, nvl_seen below). */
+enum { GW_NVL_UNKNOWN = 0, GW_NVL_READY = 1, GW_NVL_SETTING_UP = 2, GW_NVL_UNUSABLE = -1 };
+
 typedef struct {
     mca_coll_base_module_t super;
 
@@ -202,7 +205,7 @@ typedef struct {
 
     /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
      * from the first call that could use it (a non-blocking one starts it,
-     * MPI's progress ends it); -1 when it cannot be. */
+     * MPI's progress ends it); GW_NVL_UNUSABLE when it cannot be. */
     int nvl_state;
     /* The state the non-blocking calls go by: a set-up's outcome becomes
      * theirs only where every rank is at the same place among the

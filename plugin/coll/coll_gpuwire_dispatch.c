@@ -124,8 +124,10 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
     /* A blocking call is a place every rank passes in the same order among
-     * the communicator's collectives, whatever memory it passes. */
-    if (NULL == request) gw_coll_nvlink_adopt(m, a->comm);
+     * the communicator's collectives, whatever memory it passes: where a
+     * non-blocking call started a team set-up whose outcome the calls do
+     * not go by yet, it ends here and they go by it from now on. */
+    if (NULL == request && GW_NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, a->comm);
     gw_coll_regions(a, r);
     int rc = classify(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;

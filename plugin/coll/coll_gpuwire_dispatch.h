@@ -208,9 +208,6 @@ bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm);
  * calls and persistent initializations, which may wait for the other
  * ranks). */
 void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
-/* gw_coll_nvlink_settle where a non-blocking call started a set-up whose
- * outcome m's calls do not go by yet; at every blocking collective. */
-void gw_coll_nvlink_adopt(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;

@@ -46,8 +46,6 @@
  * where every rank adopts it when no blocking collective comes. */
 #define GW_NVL_ADOPT_AFTER 16
 
-enum { NVL_UNKNOWN = 0, NVL_READY = 1, NVL_SETTING_UP = 2, NVL_UNUSABLE = -1 };
-
 static size_t type_bytes(struct ompi_datatype_t *dt, int count)
 {
     size_t size = 0;
@@ -161,7 +159,7 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
     m->nvl_setup = NULL;
     if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
     m->nvl_team = NULL;
-    m->nvl_state = NVL_UNKNOWN;
+    m->nvl_state = GW_NVL_UNKNOWN;
 }
 
 /* Posts one set-up message of group k (0 descriptions, 1 answers). */
@@ -188,8 +186,8 @@ static bool setup_reqs_done(const gw_nvl_setup_t *st, int k, int *err)
     return true;
 }
 
-/* Starts setting the communicator's team up: NVL_SETTING_UP, or
- * NVL_UNUSABLE at once where the communicator cannot have a team (ranks on
+/* Starts setting the communicator's team up: GW_NVL_SETTING_UP, or
+ * GW_NVL_UNUSABLE at once where the communicator cannot have a team (ranks on
  * other nodes: the same answer on every rank, nothing exchanged). */
 static int setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm, int gpu)
 {
@@ -202,7 +200,7 @@ static int setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t 
     if (!local || NULL == m->previous_allgather || NULL == m->previous_allreduce) {
         COLL_GPUWIRE_VERBOSE(10, "NVLink: %s spans more than this node: not used",
                              comm->c_name);
-        m->nvl_state = NVL_UNUSABLE;
+        m->nvl_state = GW_NVL_UNUSABLE;
         return OMPI_SUCCESS;
     }
     gw_nvl_setup_t *st = calloc(1, sizeof(*st));
@@ -238,19 +236,19 @@ static int setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t 
         if (OMPI_SUCCESS == rc) rc = post(st, 0, true, mine, GW_COLL_TEAM_DESC_BYTES, q, comm);
     }
     m->nvl_setup = st;
-    m->nvl_state = NVL_SETTING_UP;
+    m->nvl_state = GW_NVL_SETTING_UP;
     if (OMPI_SUCCESS != rc) {
         /* The others wait for what this rank could not send: an MPI error. */
         opal_output(0, "coll:gpuwire: NVLink team of %s: posting the set-up messages failed (%d)",
                     comm->c_name, rc);
         gw_coll_nvlink_release(m);
-        m->nvl_state = NVL_UNUSABLE;
+        m->nvl_state = GW_NVL_UNUSABLE;
     }
     return rc;
 }
 
 /* Moves the set-up on without waiting; at its end m->nvl_state is
- * NVL_READY or NVL_UNUSABLE, the same on every rank. */
+ * GW_NVL_READY or GW_NVL_UNUSABLE, the same on every rank. */
 static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
 {
     gw_nvl_setup_t *st = m->nvl_setup;
@@ -291,7 +289,7 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
                                  st->ok ? "another rank could not take part" : st->why);
         }
         gw_coll_nvlink_release(m);
-        m->nvl_state = NVL_UNUSABLE;
+        m->nvl_state = GW_NVL_UNUSABLE;
         return;
     }
     m->nvl_team = st->team;
@@ -302,7 +300,7 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
                          gw_coll_ipc_shared() ? "pml gpuwire's cache" : "a cache of their own");
     setup_free(st);
     m->nvl_setup = NULL;
-    m->nvl_state = NVL_READY;
+    m->nvl_state = GW_NVL_READY;
 }
 
 /* Sets the team up and waits for the end (blocking calls: no request of
@@ -310,9 +308,9 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
 static int team_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm, int gpu)
 {
     int rc = setup_start(m, comm, gpu);
-    while (OMPI_SUCCESS == rc && NVL_SETTING_UP == m->nvl_state) {
+    while (OMPI_SUCCESS == rc && GW_NVL_SETTING_UP == m->nvl_state) {
         setup_progress(m, comm);
-        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
+        if (GW_NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
     return rc;
 }
@@ -376,21 +374,16 @@ void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicato
      * the team's order already. Their requests' progress drives it,
      * possibly from another thread; only if none got a request does it end
      * here. */
-    while (NVL_SETTING_UP == m->nvl_state) {
+    while (GW_NVL_SETTING_UP == m->nvl_state) {
         /* During a set-up no call launches: calls issued and not launched
          * are requests waiting for it. */
         if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) ==
             __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
             setup_progress(m, comm);
         }
-        if (NVL_SETTING_UP == m->nvl_state) opal_progress();
+        if (GW_NVL_SETTING_UP == m->nvl_state) opal_progress();
     }
     m->nvl_seen = m->nvl_state;
-}
-
-void gw_coll_nvlink_adopt(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
-{
-    if (NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, comm);
 }
 
 static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -401,14 +394,15 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (NULL != request) {
         /* The first call starts setting the team up and goes on from MPI's
          * progress; so do the calls initiated until the outcome is adopted
-         * (gw_coll_nvlink_adopt), whether this rank has seen it or not:
+         * (gw_coll_nvlink_settle, at the blocking calls: dispatch), whether
+         * this rank has seen it or not:
          * where the team is unusable, every rank runs them staged, in their
          * turn (nvl_job_poll). Going by the outcome as soon as this rank
          * sees it would give one call to the next algorithm on one rank
          * and to staging on a rank that initiated it earlier in the set-up. */
-        if (NVL_UNKNOWN == m->nvl_seen) {
+        if (GW_NVL_UNKNOWN == m->nvl_seen) {
             int rc = setup_start(m, comm, gpu < 0 ? 0 : gpu);
-            /* NVL_UNUSABLE at once only where that is every rank's answer
+            /* GW_NVL_UNUSABLE at once only where that is every rank's answer
              * (a communicator across nodes) or on an error, returned. */
             m->nvl_seen = m->nvl_state;
             if (OMPI_SUCCESS != rc) return rc;
@@ -417,20 +411,20 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
          * calls would stage forever on a team that turned out unusable. The
          * set-up has long ended by now, on every rank, but this rank's
          * progress may not have seen it yet: it waits for that here. */
-        if (NVL_SETTING_UP == m->nvl_seen &&
+        if (GW_NVL_SETTING_UP == m->nvl_seen &&
             __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE) >= GW_NVL_ADOPT_AFTER) {
             gw_coll_nvlink_settle(m, comm);
         }
-        if (NVL_UNUSABLE == m->nvl_seen) return GW_COLL_DECLINED;
+        if (GW_NVL_UNUSABLE == m->nvl_seen) return GW_COLL_DECLINED;
         return nvlink_start(m, a, r, request);
     }
-    gw_coll_nvlink_settle(m, comm);
-    if (NVL_UNKNOWN == m->nvl_state) {
+    /* Dispatch ended a set-up under way before this blocking call. */
+    if (GW_NVL_UNKNOWN == m->nvl_state) {
         int rc = team_setup(m, comm, gpu < 0 ? 0 : gpu);
         m->nvl_seen = m->nvl_state;
         if (OMPI_SUCCESS != rc) return rc;
     }
-    if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
+    if (GW_NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
     /* The team's kernels run in initiation order on every rank: the
      * non-blocking calls initiated before this one launch first. Every rank
      * has initiated them (MPI's order), so their arrivals come. */
@@ -635,12 +629,12 @@ static int nvl_job_poll(void *p, bool query, bool *done)
     mca_coll_gpuwire_module_t *m = j->m;
     char why[256] = "";
     *done = false;
-    if (NVL_SETTING_UP == m->nvl_state) {
+    if (GW_NVL_SETTING_UP == m->nvl_state) {
         setup_progress(m, j->args.comm);
-        if (NVL_SETTING_UP == m->nvl_state) return OMPI_SUCCESS;
+        if (GW_NVL_SETTING_UP == m->nvl_state) return OMPI_SUCCESS;
     }
     /* Every rank found the team unusable: the call runs staged instead. */
-    if (NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
+    if (GW_NVL_READY != m->nvl_state) return GW_COLL_DECLINED;
     if (!j->launched) {
         if (__atomic_load_n(&m->nvl_nb_launched, __ATOMIC_ACQUIRE) + 1 != j->order) {
             return OMPI_SUCCESS;
@@ -675,7 +669,7 @@ static int nvl_job_poll(void *p, bool query, bool *done)
 static bool nvl_job_ordered(void *p)
 {
     const nvl_job_t *j = p;
-    return NVL_SETTING_UP == j->m->nvl_state;
+    return GW_NVL_SETTING_UP == j->m->nvl_state;
 }
 
 static const gw_coll_job_ops_t nvl_job_ops = {nvl_job_poll, nvl_job_release, nvl_job_ordered};
@@ -714,7 +708,7 @@ static int nvlink_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     /* Its place in the team's order: if the set-up under way ends with no
      * team, no call launches, and the blocking ones never look again. */
-    const bool ready = NVL_READY == m->nvl_state;
+    const bool ready = GW_NVL_READY == m->nvl_state;
     const uint64_t order = j->order = __atomic_add_fetch(&m->nvl_nb_issued, 1, __ATOMIC_ACQ_REL);
     rc = gw_coll_nb_job(m, a, r, &nvl_job_ops, j, !ready, request); /* j is the request's now */
     if (OMPI_SUCCESS != rc) {
@@ -734,7 +728,7 @@ bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm)
     if (NULL == mod || mod->obj_class != OBJ_CLASS(mca_coll_gpuwire_module_t)) return true;
     mca_coll_gpuwire_module_t *m = (mca_coll_gpuwire_module_t *)mod;
     const int state = __atomic_load_n(&m->nvl_state, __ATOMIC_ACQUIRE);
-    if (NVL_SETTING_UP == state) return false;
+    if (GW_NVL_SETTING_UP == state) return false;
     m->nvl_seen = state;
     return true;
 }
