@@ -53,6 +53,19 @@ double time_us(int reps, const std::function<void()>& fn) {
   return median(t);
 }
 
+// Median wall time of fn alone, with setup run (untimed) before each call.
+double time_after_us(int reps, const std::function<void()>& setup, const std::function<void()>& fn) {
+  std::vector<double> t;
+  t.reserve(reps);
+  for (int i = 0; i < reps + std::max(3, reps / 20); ++i) {
+    setup();
+    auto a = Clock::now();
+    fn();
+    if (i >= std::max(3, reps / 20)) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
+  }
+  return median(t);
+}
+
 // Median nanoseconds per call over batches of `batch` calls.
 double ns_per_call(int batch, const std::function<void()>& fn) {
   std::vector<double> t;
@@ -116,6 +129,11 @@ int main(int argc, char** argv) {
         check(cudaMemcpyAsync(d8, h8, 8, cudaMemcpyHostToDevice, s), "memcpy");
         check(cudaStreamSynchronize(s), "sync");
       }), "us");
+  // The same-GPU D D floor (two ranks on one GPU, under MPS for a fair figure).
+  row("8 B cudaMemcpyAsync D2D (same GPU) + sync", time_us(g_reps, [&] {
+        check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, s), "memcpy");
+        check(cudaStreamSynchronize(s), "sync");
+      }), "us");
   row("8 B cudaMemcpyAsync issue only (D2H)", time_us(g_reps, [&] {
         check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, s), "memcpy");
       }), "us");
@@ -155,6 +173,38 @@ int main(int argc, char** argv) {
     row("cudaStreamQuery(legacy), idle", time_us(g_reps, [&] {
           check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
         }), "us");
+    // The engine's streams are blocking ones (ordered after the legacy
+    // stream): the sender's wait for the legacy stream follows copies there.
+    cudaStream_t sb;
+    check(cudaStreamCreateWithFlags(&sb, cudaStreamDefault), "blocking stream");
+    auto copy_on_sb = [&] {
+      check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, sb), "memcpy");
+      check(cudaStreamSynchronize(sb), "sync");
+    };
+    row("8 B D2H + sync on a blocking stream", time_us(g_reps, copy_on_sb), "us");
+    row("cudaStreamSynchronize(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
+          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
+        }), "us");
+    row("cudaStreamQuery(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
+          check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
+        }), "us");
+    check(cudaStreamDestroy(sb), "cudaStreamDestroy");
+    // A process holds several such streams (the engine's pool, the pack
+    // stream, coll's): the legacy stream's wait may look at each.
+    for (unsigned flags : {unsigned(cudaStreamDefault), unsigned(cudaStreamNonBlocking)}) {
+      std::vector<cudaStream_t> many(8);
+      for (auto& m : many) check(cudaStreamCreateWithFlags(&m, flags), "stream");
+      auto copy_on_each = [&] {
+        for (auto m : many) check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, m), "memcpy");
+        for (auto m : many) check(cudaStreamSynchronize(m), "sync");
+      };
+      row(flags == cudaStreamDefault ? "cudaStreamSynchronize(legacy) after copies on 8 blocking streams"
+                                     : "cudaStreamSynchronize(legacy) after copies on 8 non-blocking",
+          time_after_us(g_reps, copy_on_each, [&] {
+            check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
+          }), "us");
+      for (auto m : many) check(cudaStreamDestroy(m), "cudaStreamDestroy");
+    }
     cudaEvent_t ipc;
     check(cudaEventCreateWithFlags(&ipc, cudaEventDisableTiming | cudaEventInterprocess), "ipc event");
     cudaIpcEventHandle_t h;
