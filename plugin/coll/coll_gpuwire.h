@@ -52,6 +52,7 @@ typedef struct {
     size_t staging_bytes; /* pinned host staging kept for reuse (bytes) */
     int reduce_algorithm; /* GW_REDUCE_ALGO_* */
     size_t reduce_segment_bytes; /* bytes per message of the device reductions */
+    size_t reduce_device_min_bytes; /* auto: smaller reductions (x (ranks - 1)) are staged */
     int move_algorithm;   /* GW_REDUCE_ALGO_*, for Bcast, Allgather(v), Alltoall(v) */
     int bcast_chain_ranks;     /* device Bcast to this many ranks or more: a pipelined chain */
     size_t bcast_chain_bytes;  /* ... of at least this many bytes */

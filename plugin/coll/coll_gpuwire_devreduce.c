@@ -536,7 +536,7 @@ static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[
         return false;
     }
     int op, type;
-    return gw_coll_table_ids(a->op, a->dtype, &op, &type);
+    return gw_coll_table_ids(a->op, a->dtype, &op, &type) && !gw_coll_reduce_small(a);
 }
 
 /* ------------------------------------------------------------------------

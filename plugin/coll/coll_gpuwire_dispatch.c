@@ -4,6 +4,7 @@
 #include "coll_gpuwire_dispatch.h"
 
 #include "coll_gpuwire_device.h"
+#include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/base/coll_tags.h"
 
 static int passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -90,6 +91,31 @@ bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, unsigned nb_ids,
     if (a->nonblocking) ids &= nb_ids;
     if (GW_REDUCE_ALGO_STAGED == algorithm || !(ids & GW_COLL_BIT(a->id))) return false;
     return GW_REDUCE_ALGO_AUTO != algorithm || mca_coll_gpuwire.device_p2p;
+}
+
+bool gw_coll_reduce_small(const gw_coll_args_t *a)
+{
+    const size_t min = mca_coll_gpuwire.reduce_device_min_bytes;
+    const int n = ompi_comm_size(a->comm);
+    if (GW_REDUCE_ALGO_AUTO != mca_coll_gpuwire.reduce_algorithm || 0 == min || n < 2) {
+        return false;
+    }
+    size_t elems = 0, size = 0;
+    switch (a->id) {
+    case GW_COLL_REDUCE_SCATTER:
+        for (int q = 0; q < n; ++q) elems += (size_t)(a->rcounts[q] > 0 ? a->rcounts[q] : 0);
+        break;
+    case GW_COLL_REDUCE_SCATTER_BLOCK:
+        elems = (size_t)(a->rcount > 0 ? a->rcount : 0) * (size_t)n;
+        break;
+    default:
+        elems = (size_t)(a->count > 0 ? a->count : 0);
+        break;
+    }
+    ompi_datatype_type_size(a->dtype, &size);
+    /* Both sides below 2^63: min is at most 2^40 (its range), n below 2^31;
+     * elems below 2^31 * n, size below 2^31. */
+    return (unsigned __int128)elems * size < (unsigned __int128)min * (size_t)(n - 1);
 }
 
 int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,

@@ -247,6 +247,13 @@ enum {
  * under algorithm (GW_REDUCE_ALGO_*: on the GPU where auto and the pml moves
  * device buffers). Decided from what is the same on every rank. */
 bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, unsigned nb_ids, int algorithm);
+/* Whether a reduction (Allreduce, Reduce, Reduce_scatter(_block), Scan,
+ * Exscan) is too small for the GPU over point-to-point under
+ * coll_gpuwire_reduce_algorithm auto: fewer bytes in the whole call than
+ * coll_gpuwire_reduce_device_min_bytes x (ranks - 1). Staged costs less
+ * there (docs/coll.md, "Small reductions without a team"). Decided from
+ * what is the same on every rank. */
+bool gw_coll_reduce_small(const gw_coll_args_t *a);
 
 /* Device temporaries on one GPU for the significant regions that are
  * elsewhere (host memory, another GPU's memory), one scratch allocation for

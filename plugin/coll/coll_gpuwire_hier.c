@@ -97,13 +97,15 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         return false;
     }
     /* auto: where the level's algorithms run on the GPU (not staged through
-     * host memory, where one staged call beats three). */
+     * host memory, where one staged call beats three; reductions too small
+     * for the GPU over point-to-point are staged). */
     if (GW_COLL_ALLREDUCE == a->id) {
         int op, type;
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
         const unsigned id = GW_COLL_BIT(GW_COLL_ALLREDUCE);
         if (GW_HIER_AUTO == mode &&
-            !gw_coll_p2p_accepts(a, id, id, mca_coll_gpuwire.reduce_algorithm)) {
+            (!gw_coll_p2p_accepts(a, id, id, mca_coll_gpuwire.reduce_algorithm) ||
+             gw_coll_reduce_small(a))) {
             return false;
         }
     } else if (GW_COLL_REDUCE == a->id) {
@@ -118,7 +120,8 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type) || 0 != lb ||
             (size_t)extent != size ||
             !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), GW_COLL_BIT(GW_COLL_REDUCE),
-                                 mca_coll_gpuwire.reduce_algorithm)) {
+                                 mca_coll_gpuwire.reduce_algorithm) ||
+            (GW_HIER_AUTO == mode && gw_coll_reduce_small(a))) {
             return false;
         }
     } else if (GW_COLL_BCAST == a->id || GW_COLL_ALLGATHER == a->id ||

@@ -14,6 +14,14 @@
  *   others with a dense pair of ints (the same type signature), in device
  *   and in host memory on that rank: no GPU ring anywhere (a user op), gap
  *   bytes unchanged.
+ * - Every reduction (and Iallreduce) just below and at the small-call
+ *   limit, coll_<component>_reduce_device_min_bytes x (ranks - 1) bytes in
+ *   the whole call (read through MPI_T): staged below it, the GPU ring from
+ *   it, on every rank.
+ *
+ * In the first two, calls below that limit must be staged and the others
+ * run on the GPU (the default limit splits the harness's counts: 1 and 7
+ * elements are staged, 40000 are not).
  *
  *   coll_kinds fakedevrw | device
  *
@@ -24,41 +32,73 @@
 #include <string.h>
 
 #include "coll_harness.h"
+#include "coll_pvar.h"
 
 static MPI_T_pvar_session session;
-static MPI_T_pvar_handle device_calls_h = MPI_T_PVAR_HANDLE_NULL;
+static MPI_T_pvar_handle device_h = MPI_T_PVAR_HANDLE_NULL, device_nb_h = MPI_T_PVAR_HANDLE_NULL,
+                         staged_h = MPI_T_PVAR_HANDLE_NULL;
+/* Calls of fewer bytes than this are staged (0: none). */
+static unsigned long long small_limit;
 
-static void open_counter(const char *component)
+static void open_counters(const char *component)
 {
     char name[128];
-    snprintf(name, sizeof(name), "coll_%s_device_calls", component);
-    int provided, idx = -1, count = 0;
+    int provided;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
     MT_CHECK_MPI(MPI_T_pvar_session_create(&session));
-    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_COUNTER, &idx) != MPI_SUCCESS) {
-        mt_fail(__FILE__, __LINE__, "no MPI_T variable %s: is coll %s loaded?", name, component);
+    snprintf(name, sizeof(name), "coll_%s_device_calls", component);
+    device_h = coll_pvar_open(session, name, MPI_T_PVAR_CLASS_COUNTER);
+    snprintf(name, sizeof(name), "coll_%s_device_nb_calls", component);
+    device_nb_h = coll_pvar_open(session, name, MPI_T_PVAR_CLASS_COUNTER);
+    snprintf(name, sizeof(name), "coll_%s_staged_calls", component);
+    staged_h = coll_pvar_open(session, name, MPI_T_PVAR_CLASS_COUNTER);
+
+    /* The limit's parameter, a size_t (8 bytes). */
+    snprintf(name, sizeof(name), "coll_%s_reduce_device_min_bytes", component);
+    int idx = -1, count = 0, size = 0;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) {
+        mt_fail(__FILE__, __LINE__, "no MPI_T control variable %s", name);
         return;
     }
-    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(session, idx, NULL, &device_calls_h, &count));
-    MT_CHECK_EQ(count, 1);
+    MPI_Datatype dt;
+    MT_CHECK_MPI(MPI_T_cvar_get_info(idx, NULL, NULL, NULL, &dt, NULL, NULL, NULL, NULL, NULL));
+    MT_CHECK_MPI(MPI_Type_size(dt, &size));
+    MT_CHECK_EQ(size, 8);
+    MT_CHECK_MPI(MPI_T_cvar_handle_alloc(idx, NULL, &h, &count));
+    uint64_t min = 0;
+    MT_CHECK_MPI(MPI_T_cvar_read(h, &min));
+    MT_CHECK_MPI(MPI_T_cvar_handle_free(&h));
+    small_limit = (unsigned long long)min * (unsigned long long)(mt_size - 1);
+    if (mt_rank == 0) printf("reductions staged below %llu bytes\n", small_limit);
 }
 
-static unsigned long long device_calls(void)
+typedef struct {
+    unsigned long long device, device_nb, staged;
+} counts_t;
+
+static counts_t counts(void)
 {
-    unsigned long long v = 0;
-    if (device_calls_h != MPI_T_PVAR_HANDLE_NULL) {
-        MT_CHECK_MPI(MPI_T_pvar_read(session, device_calls_h, &v));
-    }
-    return v;
+    counts_t c = {coll_pvar_read(session, device_h), coll_pvar_read(session, device_nb_h),
+                  coll_pvar_read(session, staged_h)};
+    return c;
 }
 
-static void close_counter(void)
+static void close_counters(void)
 {
-    if (device_calls_h != MPI_T_PVAR_HANDLE_NULL) {
-        MPI_T_pvar_handle_free(session, &device_calls_h);
+    MPI_T_pvar_handle *hs[] = {&device_h, &device_nb_h, &staged_h};
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); ++i) {
+        if (*hs[i] != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(session, hs[i]);
     }
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
+}
+
+static unsigned long long type_bytes(enum ttype_id t)
+{
+    int size = 0;
+    MT_CHECK_MPI(MPI_Type_size(tt[t].dt, &size));
+    return (unsigned long long)size;
 }
 
 static void fill_inputs(tbuf_t *b, enum top_id o, unsigned s, int r)
@@ -78,15 +118,35 @@ static void check_unchanged(tbuf_t *b, const char *what)
     free(before);
 }
 
-/* The calls on count elements must have run on the GPU on this rank (every
- * rank has device memory and a kernel applies), or not at all (count 0:
- * nothing significant, the call passes through). */
-static void check_ring(unsigned long long before, long count, int calls)
+/* A call of count elements and bytes in all (every rank has device memory,
+ * a kernel applies) since before: on the GPU on this rank, blocking (nb
+ * false) or not, or staged where it is below the small-call limit; count 0
+ * (nothing significant) passes through. */
+static void check_path(counts_t before, long count, unsigned long long bytes, bool nb)
 {
-    const unsigned long long ran = device_calls() - before;
-    if (ran != (count > 0 ? (unsigned long long)calls : 0)) {
-        mt_fail(__FILE__, __LINE__, "%s [%s]: %llu GPU reductions on rank %d, expected %d", tctx,
-                mode_name, ran, mt_rank, count > 0 ? calls : 0);
+    const counts_t now = counts();
+    const bool small = bytes < small_limit;
+    const unsigned long long ring = (nb ? now.device_nb - before.device_nb
+                                        : now.device - before.device),
+                             staged = now.staged - before.staged;
+    const unsigned long long want_ring = count > 0 && !small, want_staged = count > 0 && small;
+    if (ring != want_ring || staged != want_staged) {
+        mt_fail(__FILE__, __LINE__,
+                "%s [%s]: %llu GPU reductions and %llu staged on rank %d for %llu bytes, "
+                "expected %llu and %llu (staged below %llu bytes)",
+                tctx, mode_name, ring, staged, mt_rank, bytes, want_ring, want_staged,
+                small_limit);
+    }
+}
+
+/* No call on the GPU over point-to-point since before. */
+static void check_no_ring(counts_t before)
+{
+    const counts_t now = counts();
+    if (now.device != before.device || now.device_nb != before.device_nb) {
+        mt_fail(__FILE__, __LINE__, "%s [%s]: %llu GPU reductions on rank %d, expected none",
+                tctx, mode_name, now.device + now.device_nb - before.device - before.device_nb,
+                mt_rank);
     }
 }
 
@@ -131,10 +191,11 @@ static void reduce_host_root(MPI_Comm comm, enum mem_kind dev)
                         img_set(&rb, expect, e, acc);
                     }
                 }
-                const unsigned long long before = device_calls();
+                const counts_t before = counts();
                 MT_CHECK_MPI(MPI_Reduce(sb.mpi, me == root ? rb.mpi : NULL, (int)c,
                                         tt[ops[oi].type].dt, ops[oi].op, root, comm));
-                check_ring(before, c, 1);
+                check_path(before, c, (unsigned long long)c * (unsigned long long)type_bytes(ops[oi].type),
+                           false);
                 if (me == root) {
                     tbuf_pull(&rb);
                     tbuf_matches(&rb, expect, 0, c, "result");
@@ -175,10 +236,11 @@ static void allreduce_one_host_buffer(MPI_Comm comm, enum mem_kind dev)
                         tfold(ops[oi].id, ops[oi].type, s, 0, n, e, acc);
                         img_set(&rb, expect, e, acc);
                     }
-                    const unsigned long long before = device_calls();
+                    const counts_t before = counts();
                     MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)c, tt[ops[oi].type].dt,
                                                ops[oi].op, comm));
-                    check_ring(before, c, 1);
+                    check_path(before, c, (unsigned long long)c * type_bytes(ops[oi].type),
+                               false);
                     tbuf_pull(&rb);
                     tbuf_matches(&rb, expect, 0, c, "result");
                     check_unchanged(&sb, "send buffer");
@@ -244,10 +306,10 @@ static void allreduce_one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
                     tfold(OP_SUM, t, s, 0, n, e, acc);
                     img_set(&rb, expect, e, acc);
                 }
-                const unsigned long long before = device_calls();
+                const counts_t before = counts();
                 MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)c, tt[t].dt, sum, comm));
                 /* A user-defined op: no rank runs the GPU ring. */
-                check_ring(before, 0, 0);
+                check_no_ring(before);
                 tbuf_pull(&rb);
                 /* Every byte, gaps included. */
                 tbuf_matches(&rb, expect, 0, 0, "result");
@@ -261,6 +323,98 @@ static void allreduce_one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
     MT_CHECK_MPI(MPI_Op_free(&sum));
 }
 
+/* Each reduction with ints just below and at the small-call limit (the
+ * whole call's bytes): expected results and the path on every rank. */
+enum edge_call { E_ALLREDUCE, E_IALLREDUCE, E_REDUCE, E_SCAN, E_EXSCAN, E_RS_BLOCK, E_RS, E_N };
+static const char *const edge_names[E_N] = {"allreduce", "iallreduce", "reduce", "scan",
+                                            "exscan", "reduce_scatter_block", "reduce_scatter"};
+
+static void edge_call(MPI_Comm comm, enum mem_kind dev, enum edge_call k, long want_total,
+                      unsigned s)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    /* Reduce_scatter_block: n equal blocks (the total rounded up);
+     * Reduce_scatter: the first total % n blocks one element longer. */
+    int *rcounts = calloc((size_t)n, sizeof(int));
+    long total = want_total, lo = 0, mine = want_total;
+    if (E_RS_BLOCK == k) {
+        mine = (want_total + n - 1) / n;
+        total = mine * n;
+    } else if (E_RS == k) {
+        for (int q = 0; q < n; ++q) rcounts[q] = (int)(want_total / n + (q < want_total % n));
+        for (int q = 0; q < me; ++q) lo += rcounts[q];
+        mine = rcounts[me];
+    }
+    const unsigned long long bytes = (unsigned long long)total * type_bytes(T_INT);
+    tctx_set("%s of %ld ints (%llu bytes, staged below %llu)", edge_names[k], total, bytes,
+             small_limit);
+    tbuf_t sb, rb;
+    tbuf_alloc(&sb, T_INT, total, dev);
+    tbuf_alloc(&rb, T_INT, mine, dev);
+    fill_inputs(&sb, OP_SUM, s, me);
+    tbuf_push(&sb);
+    tbuf_push(&rb);
+    unsigned char *expect = tbuf_snapshot(&rb);
+    /* Whose values each result element folds, and where it sits in the input. */
+    const int r1 = E_SCAN == k ? me + 1 : E_EXSCAN == k ? me : n;
+    const long first = E_RS_BLOCK == k ? (long)me * mine : E_RS == k ? lo : 0;
+    const bool has_result = (E_REDUCE != k || me == 0) && (E_EXSCAN != k || me > 0);
+    for (long e = 0; e < mine && has_result; ++e) {
+        int64_t acc[2];
+        tfold(OP_SUM, T_INT, s, 0, r1, first + e, acc);
+        img_set(&rb, expect, e, acc);
+    }
+    const counts_t before = counts();
+    MPI_Request req = MPI_REQUEST_NULL;
+    switch (k) {
+    case E_ALLREDUCE:
+        MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)total, MPI_INT, MPI_SUM, comm));
+        break;
+    case E_IALLREDUCE:
+        MT_CHECK_MPI(MPI_Iallreduce(sb.mpi, rb.mpi, (int)total, MPI_INT, MPI_SUM, comm, &req));
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        break;
+    case E_REDUCE:
+        MT_CHECK_MPI(MPI_Reduce(sb.mpi, rb.mpi, (int)total, MPI_INT, MPI_SUM, 0, comm));
+        break;
+    case E_SCAN:
+        MT_CHECK_MPI(MPI_Scan(sb.mpi, rb.mpi, (int)total, MPI_INT, MPI_SUM, comm));
+        break;
+    case E_EXSCAN:
+        MT_CHECK_MPI(MPI_Exscan(sb.mpi, rb.mpi, (int)total, MPI_INT, MPI_SUM, comm));
+        break;
+    case E_RS_BLOCK:
+        MT_CHECK_MPI(MPI_Reduce_scatter_block(sb.mpi, rb.mpi, (int)mine, MPI_INT, MPI_SUM, comm));
+        break;
+    case E_RS:
+        MT_CHECK_MPI(MPI_Reduce_scatter(sb.mpi, rb.mpi, rcounts, MPI_INT, MPI_SUM, comm));
+        break;
+    default:
+        break;
+    }
+    check_path(before, total, bytes, E_IALLREDUCE == k);
+    tbuf_pull(&rb);
+    if (E_EXSCAN != k || me > 0) tbuf_matches(&rb, expect, 0, mine, "result");
+    check_unchanged(&sb, "send buffer");
+    free(expect);
+    free(rcounts);
+    tbuf_free(&sb);
+    tbuf_free(&rb);
+}
+
+static void reductions_at_the_limit(MPI_Comm comm, enum mem_kind dev)
+{
+    if (0 == small_limit) return; /* nothing is staged: the other cases show it */
+    const long at = (long)((small_limit + 3) / 4); /* the fewest ints that reach it */
+    for (int k = 0; k < E_N; ++k) {
+        for (long c = at - 1; c <= at + 1; ++c) {
+            edge_call(comm, dev, (enum edge_call)k, c, (unsigned)(k * 131 + c));
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     harness_init(&argc, &argv);
@@ -270,7 +424,7 @@ int main(int argc, char **argv)
         return mt_finish();
     }
     const enum mem_kind dev = mem_send;
-    open_counter(dev == MEM_FAKEDEV_RW ? "gpuwirefake" : "gpuwire");
+    open_counters(dev == MEM_FAKEDEV_RW ? "gpuwirefake" : "gpuwire");
 
     const struct {
         const char *name;
@@ -279,6 +433,7 @@ int main(int argc, char **argv)
         {"reduce to a host buffer", reduce_host_root},
         {"allreduce with one host buffer", allreduce_one_host_buffer},
         {"allreduce with one rank's type with gaps", allreduce_one_rank_with_gaps},
+        {"reductions at the small-call limit", reductions_at_the_limit},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
         const int before = mt_failures;
@@ -288,7 +443,7 @@ int main(int argc, char **argv)
                     mt_failures - before);
         }
     }
-    close_counter();
+    close_counters();
     harness_fini();
     return mt_finish();
 }
