@@ -118,6 +118,25 @@ static void check_unchanged(tbuf_t *b, const char *what)
     free(before);
 }
 
+/* Fills sb with rank me's inputs for op o and seed s, pushes both buffers,
+ * and returns rb's image, on which the caller sets the expected result. */
+static unsigned char *push_pair(tbuf_t *sb, tbuf_t *rb, enum top_id o, unsigned s, int me)
+{
+    fill_inputs(sb, o, s, me);
+    tbuf_push(sb);
+    tbuf_push(rb);
+    return tbuf_snapshot(rb);
+}
+
+/* The send buffer must be unchanged; frees both buffers and the image. */
+static void drop_pair(tbuf_t *sb, tbuf_t *rb, unsigned char *expect)
+{
+    check_unchanged(sb, "send buffer");
+    free(expect);
+    tbuf_free(sb);
+    tbuf_free(rb);
+}
+
 /* A call of count elements and bytes in all (every rank has device memory,
  * a kernel applies) since before: on the GPU on this rank, blocking (nb
  * false) or not, or staged where it is below the small-call limit; count 0
@@ -227,10 +246,7 @@ static void allreduce_one_host_buffer(MPI_Comm comm, enum mem_kind dev)
                     tbuf_t sb, rb;
                     tbuf_alloc(&sb, ops[oi].type, c, mine && !host_recv ? MEM_HOST : dev);
                     tbuf_alloc(&rb, ops[oi].type, c, mine && host_recv ? MEM_HOST : dev);
-                    fill_inputs(&sb, ops[oi].id, s, me);
-                    tbuf_push(&sb);
-                    tbuf_push(&rb);
-                    unsigned char *expect = tbuf_snapshot(&rb);
+                    unsigned char *expect = push_pair(&sb, &rb, ops[oi].id, s, me);
                     for (long e = 0; e < c; ++e) {
                         int64_t acc[2];
                         tfold(ops[oi].id, ops[oi].type, s, 0, n, e, acc);
@@ -243,10 +259,7 @@ static void allreduce_one_host_buffer(MPI_Comm comm, enum mem_kind dev)
                                false);
                     tbuf_pull(&rb);
                     tbuf_matches(&rb, expect, 0, c, "result");
-                    check_unchanged(&sb, "send buffer");
-                    free(expect);
-                    tbuf_free(&sb);
-                    tbuf_free(&rb);
+                    drop_pair(&sb, &rb, expect);
                 }
             }
         }
@@ -297,10 +310,7 @@ static void allreduce_one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
                 tbuf_t sb, rb;
                 tbuf_alloc(&sb, t, c, k);
                 tbuf_alloc(&rb, t, c, k);
-                fill_inputs(&sb, OP_SUM, s, me);
-                tbuf_push(&sb);
-                tbuf_push(&rb);
-                unsigned char *expect = tbuf_snapshot(&rb);
+                unsigned char *expect = push_pair(&sb, &rb, OP_SUM, s, me);
                 for (long e = 0; e < c; ++e) {
                     int64_t acc[2];
                     tfold(OP_SUM, t, s, 0, n, e, acc);
@@ -313,10 +323,7 @@ static void allreduce_one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
                 tbuf_pull(&rb);
                 /* Every byte, gaps included. */
                 tbuf_matches(&rb, expect, 0, 0, "result");
-                check_unchanged(&sb, "send buffer");
-                free(expect);
-                tbuf_free(&sb);
-                tbuf_free(&rb);
+                drop_pair(&sb, &rb, expect);
             }
         }
     }
@@ -353,10 +360,7 @@ static void edge_call(MPI_Comm comm, enum mem_kind dev, enum edge_call k, long w
     tbuf_t sb, rb;
     tbuf_alloc(&sb, T_INT, total, dev);
     tbuf_alloc(&rb, T_INT, mine, dev);
-    fill_inputs(&sb, OP_SUM, s, me);
-    tbuf_push(&sb);
-    tbuf_push(&rb);
-    unsigned char *expect = tbuf_snapshot(&rb);
+    unsigned char *expect = push_pair(&sb, &rb, OP_SUM, s, me);
     /* Whose values each result element folds, and where it sits in the input. */
     const int r1 = E_SCAN == k ? me + 1 : E_EXSCAN == k ? me : n;
     const long first = E_RS_BLOCK == k ? (long)me * mine : E_RS == k ? lo : 0;
@@ -397,11 +401,8 @@ static void edge_call(MPI_Comm comm, enum mem_kind dev, enum edge_call k, long w
     check_path(before, total, bytes, E_IALLREDUCE == k);
     tbuf_pull(&rb);
     if (E_EXSCAN != k || me > 0) tbuf_matches(&rb, expect, 0, mine, "result");
-    check_unchanged(&sb, "send buffer");
-    free(expect);
+    drop_pair(&sb, &rb, expect);
     free(rcounts);
-    tbuf_free(&sb);
-    tbuf_free(&rb);
 }
 
 static void reductions_at_the_limit(MPI_Comm comm, enum mem_kind dev)
