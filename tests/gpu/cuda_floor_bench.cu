@@ -185,6 +185,29 @@ int main(int argc, char** argv) {
     row("cudaStreamSynchronize(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
           check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
         }), "us");
+    auto d2d_on_sb = [&] {
+      check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, sb), "memcpy");
+      check(cudaStreamSynchronize(sb), "sync");
+    };
+    row("cudaStreamSynchronize(legacy) after a blocking-stream D2D", time_after_us(g_reps, d2d_on_sb, [&] {
+          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
+        }), "us");
+    // From here on, a device-to-device copy has run on a blocking stream.
+    row("cudaStreamSynchronize(legacy), idle, after a blocking-stream D2D", time_us(g_reps, [&] {
+          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
+        }), "us");
+    cudaEvent_t done;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event");
+    row("cudaEventRecord(legacy) + cudaEventQuery, after a blocking-stream D2D", time_us(g_reps, [&] {
+          check(cudaEventRecord(done, cudaStreamLegacy), "record");
+          while (cudaEventQuery(done) == cudaErrorNotReady) {
+          }
+        }), "us");
+    check(cudaEventDestroy(done), "cudaEventDestroy");
+    row("8 B D2D + sync on the legacy stream", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, cudaStreamLegacy), "memcpy");
+          check(cudaStreamSynchronize(cudaStreamLegacy), "sync");
+        }), "us");
     row("cudaStreamQuery(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
           check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
         }), "us");
