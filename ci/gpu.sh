@@ -3,7 +3,9 @@
 # included) and the benchmarks, keep full logs under $OUT (or ./gpu-out), and
 # print a short table last.
 #   device run: carry [".deps"] (made by ci/deps_for_gpu.sh), optional ".ref"
-#   with reference programs built elsewhere. Usage: ci/gpu.sh [quick]
+#   with reference programs built elsewhere. Usage: ci/gpu.sh [quick|mps]
+#   (mps: build, then only ci/gpu_mps.sh: two ranks on one GPU under CUDA MPS
+#   beside the CUDA floors, for machines with one GPU; no tests).
 #   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
 #   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240);
 #   GPU_SANITIZER=0 skips compute-sanitizer over the kernel tests;
@@ -33,14 +35,25 @@ note() { summary+=("$1"); echo "== $1"; }
 } >"$OUT/build.log" 2>&1
 note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $(ompi_info | sed -n 's/ *Open MPI: //p' | head -1)"
 
+TARGETS=()
+[ "${1:-}" = "mps" ] && TARGETS=(--target mca_pml_gpuwire mca_coll_gpuwire gwbench cuda_floor_bench)
 t0=$(date +%s)
 "$CMAKE" -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUWIRE_UCX_ROOT="$ROOT/.deps/ucx" -DCMAKE_PREFIX_PATH="$ROOT/.deps/catch2/usr" \
     -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >>"$OUT/build.log" 2>&1 &&
-"$CMAKE" --build "$BUILD" -j 32 >>"$OUT/build.log" 2>&1
+"$CMAKE" --build "$BUILD" -j 32 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
+
+if [ "${1:-}" = "mps" ]; then
+    ci/gpu_mps.sh "$BUILD" "$OUT" | tee "$OUT/bench_summary.txt"
+    note "gpu_mps.sh: rc=${PIPESTATUS[0]}"
+    echo
+    echo "================ summary ================"
+    printf '%s\n' "${summary[@]}"
+    exit 0
+fi
 
 # GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (built by hand for
 # testing; not part of gpuwire), put first on LD_LIBRARY_PATH for the tests:
