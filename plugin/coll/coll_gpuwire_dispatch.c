@@ -113,8 +113,7 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a)
         break;
     }
     ompi_datatype_type_size(a->dtype, &size);
-    /* Both sides below 2^63: min is at most 2^40 (its range), n below 2^31;
-     * elems below 2^31 * n, size below 2^31. */
+    /* In 128 bits: neither product can wrap. */
     return (unsigned __int128)elems * size < (unsigned __int128)min * (size_t)(n - 1);
 }
 
