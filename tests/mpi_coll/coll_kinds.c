@@ -18,6 +18,9 @@
  *   limit, coll_<component>_reduce_device_min_bytes x (ranks - 1) bytes in
  *   the whole call (read through MPI_T): staged below it, the GPU ring from
  *   it, on every rank.
+ * - Allreduce and Iallreduce below that limit where one rank (each in turn)
+ *   passes host buffers only: staged on the others, passed through there,
+ *   results right everywhere.
  *
  * In the first two, calls below that limit must be staged and the others
  * run on the GPU (the default limit splits the harness's counts: 1 and 7
@@ -416,6 +419,63 @@ static void reductions_at_the_limit(MPI_Comm comm, enum mem_kind dev)
     }
 }
 
+/* Rank odd passes host memory only, the others device memory, to small
+ * Allreduce and Iallreduce calls: below the limit every rank with device
+ * memory stages the call and the host rank passes it through, so all of
+ * them run Open MPI's host algorithm (at or above it the ring would wait for
+ * the host rank: "The case that stays inconsistent" in docs/coll.md). */
+static void small_allreduce_one_host_rank(MPI_Comm comm, enum mem_kind dev)
+{
+    if (small_limit < 8) return; /* no call small enough */
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const long largest = (long)((small_limit - 1) / 4); /* ints below the limit */
+    const long cs[] = {1, 7, largest};
+    for (int odd = 0; odd < n; ++odd) {
+        for (int nb = 0; nb < 2; ++nb) {
+            for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci) {
+                const long c = cs[ci];
+                const unsigned s = (unsigned)(odd * 7919 + nb * 977 + (unsigned)ci);
+                tctx_set("%sallreduce of %ld ints, rank %d with host buffers only", nb ? "i" : "",
+                         c, odd);
+                const enum mem_kind k = me == odd ? MEM_HOST : dev;
+                tbuf_t sb, rb;
+                tbuf_alloc(&sb, T_INT, c, k);
+                tbuf_alloc(&rb, T_INT, c, k);
+                unsigned char *expect = push_pair(&sb, &rb, OP_SUM, s, me);
+                for (long e = 0; e < c; ++e) {
+                    int64_t acc[2];
+                    tfold(OP_SUM, T_INT, s, 0, n, e, acc);
+                    img_set(&rb, expect, e, acc);
+                }
+                const counts_t before = counts();
+                MPI_Request req = MPI_REQUEST_NULL;
+                if (nb) {
+                    MT_CHECK_MPI(MPI_Iallreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm,
+                                                &req));
+                    MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                } else {
+                    MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm));
+                }
+                if (me == odd) {
+                    const counts_t now = counts();
+                    if (now.staged != before.staged) {
+                        mt_fail(__FILE__, __LINE__, "%s [%s]: the host rank staged the call", tctx,
+                                mode_name);
+                    }
+                    check_no_ring(before);
+                } else {
+                    check_path(before, c, (unsigned long long)c * type_bytes(T_INT), nb);
+                }
+                tbuf_pull(&rb);
+                tbuf_matches(&rb, expect, 0, c, "result");
+                drop_pair(&sb, &rb, expect);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     harness_init(&argc, &argv);
@@ -435,6 +495,7 @@ int main(int argc, char **argv)
         {"allreduce with one host buffer", allreduce_one_host_buffer},
         {"allreduce with one rank's type with gaps", allreduce_one_rank_with_gaps},
         {"reductions at the small-call limit", reductions_at_the_limit},
+        {"small allreduce with one rank's buffers in host memory", small_allreduce_one_host_rank},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
         const int before = mt_failures;
