@@ -131,6 +131,22 @@ static unsigned char *push_pair(tbuf_t *sb, tbuf_t *rb, enum top_id o, unsigned 
     return tbuf_snapshot(rb);
 }
 
+/* An MPI_SUM Allreduce's buffers of c elements of type t, both in memory
+ * kind k, inputs pushed; returns the expected image of rb. */
+static unsigned char *sum_pair(tbuf_t *sb, tbuf_t *rb, enum ttype_id t, long c, enum mem_kind k,
+                               unsigned s, int me, int n)
+{
+    tbuf_alloc(sb, t, c, k);
+    tbuf_alloc(rb, t, c, k);
+    unsigned char *expect = push_pair(sb, rb, OP_SUM, s, me);
+    for (long e = 0; e < c; ++e) {
+        int64_t acc[2];
+        tfold(OP_SUM, t, s, 0, n, e, acc);
+        img_set(rb, expect, e, acc);
+    }
+    return expect;
+}
+
 /* The send buffer must be unchanged; frees both buffers and the image. */
 static void drop_pair(tbuf_t *sb, tbuf_t *rb, unsigned char *expect)
 {
@@ -311,14 +327,7 @@ static void allreduce_one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
                 const enum ttype_id t = mine ? T_VEC : T_AFFINE;
                 const enum mem_kind k = mine && odd_host ? MEM_HOST : dev;
                 tbuf_t sb, rb;
-                tbuf_alloc(&sb, t, c, k);
-                tbuf_alloc(&rb, t, c, k);
-                unsigned char *expect = push_pair(&sb, &rb, OP_SUM, s, me);
-                for (long e = 0; e < c; ++e) {
-                    int64_t acc[2];
-                    tfold(OP_SUM, t, s, 0, n, e, acc);
-                    img_set(&rb, expect, e, acc);
-                }
+                unsigned char *expect = sum_pair(&sb, &rb, t, c, k, s, me, n);
                 const counts_t before = counts();
                 MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)c, tt[t].dt, sum, comm));
                 /* A user-defined op: no rank runs the GPU ring. */
@@ -441,14 +450,7 @@ static void small_allreduce_one_host_rank(MPI_Comm comm, enum mem_kind dev)
                          c, odd);
                 const enum mem_kind k = me == odd ? MEM_HOST : dev;
                 tbuf_t sb, rb;
-                tbuf_alloc(&sb, T_INT, c, k);
-                tbuf_alloc(&rb, T_INT, c, k);
-                unsigned char *expect = push_pair(&sb, &rb, OP_SUM, s, me);
-                for (long e = 0; e < c; ++e) {
-                    int64_t acc[2];
-                    tfold(OP_SUM, T_INT, s, 0, n, e, acc);
-                    img_set(&rb, expect, e, acc);
-                }
+                unsigned char *expect = sum_pair(&sb, &rb, T_INT, c, k, s, me, n);
                 const counts_t before = counts();
                 MPI_Request req = MPI_REQUEST_NULL;
                 if (nb) {
