@@ -45,6 +45,9 @@
  * coll_gpuwire_reduce_algorithm staged, which sends every rank to Open MPI's
  * host algorithm (docs/coll.md). An agreement between ranks would cost a
  * host collective on every host reduction, which the host path must not pay.
+ * The ring's messages carry a tag of their own (GW_TAG_RING), never Open
+ * MPI's tag for the collective: such a call waits, and the ring never takes
+ * a message of Open MPI's algorithm for one of its own.
  *
  * Non-blocking forms (Iallreduce, Ireduce, Ireduce_scatter(_block), Iscan,
  * Iexscan): the same ring or chain as a job that MPI's progress moves on
@@ -986,7 +989,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (NULL != request) return devreduce_start(m, a, r, request);
     gw_coll_args_t eff; /* the buffers the ring works on */
     ctx_t c;
-    int err = ctx_init(&c, a, &eff, r, gw_coll_tag(a->id));
+    int err = ctx_init(&c, a, &eff, r, GW_TAG_RING);
     if (OMPI_SUCCESS != err) return err;
 
     /* The application's work on the default stream of every GPU the call
