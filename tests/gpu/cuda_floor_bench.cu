@@ -129,11 +129,13 @@ int main(int argc, char** argv) {
         check(cudaMemcpyAsync(d8, h8, 8, cudaMemcpyHostToDevice, s), "memcpy");
         check(cudaStreamSynchronize(s), "sync");
       }), "us");
+  // 8 bytes device to device on one GPU, then a synchronize of the stream.
+  auto d2d8 = [&](cudaStream_t st) {
+    check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, st), "memcpy");
+    check(cudaStreamSynchronize(st), "sync");
+  };
   // The same-GPU D D floor (two ranks on one GPU, under MPS for a fair figure).
-  row("8 B cudaMemcpyAsync D2D (same GPU) + sync", time_us(g_reps, [&] {
-        check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, s), "memcpy");
-        check(cudaStreamSynchronize(s), "sync");
-      }), "us");
+  row("8 B cudaMemcpyAsync D2D (same GPU) + sync", time_us(g_reps, [&] { d2d8(s); }), "us");
   row("8 B cudaMemcpyAsync issue only (D2H)", time_us(g_reps, [&] {
         check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, s), "memcpy");
       }), "us");
@@ -167,9 +169,8 @@ int main(int argc, char** argv) {
   // Per-message costs besides the copy (the legacy default stream idle).
   {
     check(cudaDeviceSynchronize(), "sync");
-    row("cudaStreamSynchronize(legacy), idle", time_us(g_reps, [&] {
-          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
-        }), "us");
+    auto sync_legacy = [] { check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy"); };
+    row("cudaStreamSynchronize(legacy), idle", time_us(g_reps, sync_legacy), "us");
     row("cudaStreamQuery(legacy), idle", time_us(g_reps, [&] {
           check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
         }), "us");
@@ -182,36 +183,10 @@ int main(int argc, char** argv) {
       check(cudaStreamSynchronize(sb), "sync");
     };
     row("8 B D2H + sync on a blocking stream", time_us(g_reps, copy_on_sb), "us");
-    row("cudaStreamSynchronize(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
-          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
-        }), "us");
-    auto d2d_on_sb = [&] {
-      check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, sb), "memcpy");
-      check(cudaStreamSynchronize(sb), "sync");
-    };
-    row("cudaStreamSynchronize(legacy) after a blocking-stream D2D", time_after_us(g_reps, d2d_on_sb, [&] {
-          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
-        }), "us");
-    // From here on, a device-to-device copy has run on a blocking stream.
-    row("cudaStreamSynchronize(legacy), idle, after a blocking-stream D2D", time_us(g_reps, [&] {
-          check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
-        }), "us");
-    cudaEvent_t done;
-    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event");
-    row("cudaEventRecord(legacy) + cudaEventQuery, after a blocking-stream D2D", time_us(g_reps, [&] {
-          check(cudaEventRecord(done, cudaStreamLegacy), "record");
-          while (cudaEventQuery(done) == cudaErrorNotReady) {
-          }
-        }), "us");
-    check(cudaEventDestroy(done), "cudaEventDestroy");
-    row("8 B D2D + sync on the legacy stream", time_us(g_reps, [&] {
-          check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, cudaStreamLegacy), "memcpy");
-          check(cudaStreamSynchronize(cudaStreamLegacy), "sync");
-        }), "us");
+    row("cudaStreamSynchronize(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, sync_legacy), "us");
     row("cudaStreamQuery(legacy) after a blocking-stream copy", time_after_us(g_reps, copy_on_sb, [&] {
           check(cudaStreamQuery(cudaStreamLegacy), "query legacy");
         }), "us");
-    check(cudaStreamDestroy(sb), "cudaStreamDestroy");
     // A process holds several such streams (the engine's pool, the pack
     // stream, coll's): the legacy stream's wait may look at each.
     for (unsigned flags : {unsigned(cudaStreamDefault), unsigned(cudaStreamNonBlocking)}) {
@@ -223,9 +198,7 @@ int main(int argc, char** argv) {
       };
       row(flags == cudaStreamDefault ? "cudaStreamSynchronize(legacy) after copies on 8 blocking streams"
                                      : "cudaStreamSynchronize(legacy) after copies on 8 non-blocking",
-          time_after_us(g_reps, copy_on_each, [&] {
-            check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy");
-          }), "us");
+          time_after_us(g_reps, copy_on_each, sync_legacy), "us");
       for (auto m : many) check(cudaStreamDestroy(m), "cudaStreamDestroy");
     }
     cudaEvent_t ipc;
@@ -247,6 +220,22 @@ int main(int argc, char** argv) {
           check(cudaStreamSynchronize(s), "sync");
         }), "us");
     check(cudaEventDestroy(ipc), "destroy");
+    // Last in this block: once a device-to-device copy has run on a blocking
+    // stream, every later wait or query of the legacy stream costs more, for
+    // the rest of the process (the rows above measure the state before).
+    row("cudaStreamSynchronize(legacy) after a blocking-stream D2D",
+        time_after_us(g_reps, [&] { d2d8(sb); }, sync_legacy), "us");
+    row("cudaStreamSynchronize(legacy), idle, after a blocking-stream D2D", time_us(g_reps, sync_legacy), "us");
+    cudaEvent_t done;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event");
+    row("cudaEventRecord(legacy) + cudaEventQuery, after a blocking-stream D2D", time_us(g_reps, [&] {
+          check(cudaEventRecord(done, cudaStreamLegacy), "record");
+          while (cudaEventQuery(done) == cudaErrorNotReady) {
+          }
+        }), "us");
+    check(cudaEventDestroy(done), "cudaEventDestroy");
+    row("8 B D2D + sync on the legacy stream", time_us(g_reps, [&] { d2d8(cudaStreamLegacy); }), "us");
+    check(cudaStreamDestroy(sb), "cudaStreamDestroy");
     row("DeviceGuard on the current device", time_us(g_reps, [&] {
           DeviceGuard g(0);
           (void)g;
