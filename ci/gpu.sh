@@ -47,7 +47,19 @@ note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
 
 if [ "${1:-}" = "mps" ]; then
-    ci/gpu_mps.sh "$BUILD" "$OUT" | tee "$OUT/bench_summary.txt"
+    # GPU_BASE_SRC: the source of an earlier tree (e.g. `git archive REV`
+    # unpacked into an ignored folder and carried), built beside this one for
+    # gpu_mps.sh's alternating new / base rows.
+    BASE_BUILD=""
+    if [ -n "${GPU_BASE_SRC:-}" ]; then
+        BASE_BUILD=$BUILD-base
+        "$CMAKE" -S "$GPU_BASE_SRC" -B "$BASE_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DGPUWIRE_UCX_ROOT="$ROOT/.deps/ucx" -DCMAKE_PREFIX_PATH="$ROOT/.deps/catch2/usr" \
+            -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >>"$OUT/build.log" 2>&1 &&
+        "$CMAKE" --build "$BASE_BUILD" -j 32 "${TARGETS[@]}" >>"$OUT/build.log" 2>&1
+        note "base build ($GPU_BASE_SRC): rc=$?"
+    fi
+    ci/gpu_mps.sh "$BUILD" "$OUT" $BASE_BUILD | tee "$OUT/bench_summary.txt"
     note "gpu_mps.sh: rc=${PIPESTATUS[0]}"
     echo
     echo "================ summary ================"

@@ -2,13 +2,17 @@
 # Two ranks on one GPU under CUDA MPS, beside the CUDA floors of the same run:
 # without MPS such ranks pay a context switch (about 150 us) per message, so
 # a one-GPU machine shows only that; with it, the software's own cost.
-#   ci/gpu_mps.sh <build dir> <out dir>   (ci/gpu.sh mps builds first)
+#   ci/gpu_mps.sh <build dir> <out dir> [<base build dir>]   (ci/gpu.sh mps builds first)
+# With a base build (GPU_BASE_SRC in ci/gpu.sh: an earlier tree built beside
+# this one), its latency and bandwidth rows run alternately with this build's
+# in the same MPS session and a last table gives the ratios new / base.
 # Starts the MPS control daemon with its pipe and log folders under /tmp and
 # stops it at the end; the GPU's settings are left as they are. Writes
 # mps_floor.txt and mps_runs.txt to <out dir>, prints a table last.
 set -uo pipefail
 BUILD=$1
 OUT=$2
+BASE=${3:-}
 command -v nvidia-cuda-mps-control >/dev/null || { echo "gpu_mps.sh: no nvidia-cuda-mps-control here"; exit 77; }
 nvidia-smi -L >/dev/null 2>&1 || { echo "gpu_mps.sh: no GPU here"; exit 77; }
 FB=$(find "$BUILD" -name cuda_floor_bench -type f -executable | head -1)
@@ -26,19 +30,24 @@ trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$MPS"' EXIT
 sleep 2
 
 OMPI_LIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
-RUN="mpirun --allow-run-as-root -np 2 --bind-to core
-     --mca mca_base_component_path $OMPI_LIB:$BUILD/components -x CUDA_VISIBLE_DEVICES=0
+# run_of <build dir>: the mpirun prefix that loads that build's components.
+run_of() {
+    echo "mpirun --allow-run-as-root -np 2 --bind-to core
+     --mca mca_base_component_path $OMPI_LIB:$1/components -x CUDA_VISIBLE_DEVICES=0
      -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY
-     --mca pml gpuwire --mca coll gpuwire,tuned,libnbc,basic,self"
+     --mca pml gpuwire --mca coll gpuwire,inter,tuned,libnbc,basic,self"
+}
 LOG=$OUT/mps_runs.txt
 : >"$LOG"
-# gw <name> [--mca ...] -- <gwbench args>: one gwbench run, its rows kept as /tmp/gw_mps_<name>.
+# gw <name> [--mca ...] -- <gwbench args>: one gwbench run of this build (of
+# the base build where GW_BUILD names it), its rows kept as /tmp/gw_mps_<name>.
 gw() {
     local name=$1; shift
     local pre=(); while [ "$1" != "--" ]; do pre+=("$1"); shift; done; shift
-    echo "### $name: ${pre[*]} gwbench $*" >>"$LOG"
-    # shellcheck disable=SC2086
-    timeout 120 $RUN "${pre[@]}" "$GWB" --device "$@" >"/tmp/gw_mps_$name" 2>&1
+    local b=${GW_BUILD:-$BUILD} exe=${GW_EXE:-$GWB}
+    echo "### $name ($b): ${pre[*]} gwbench $*" >>"$LOG"
+    # shellcheck disable=SC2046
+    timeout 120 $(run_of "$b") "${pre[@]}" "$exe" --device "$@" >"/tmp/gw_mps_$name" 2>&1
     cat "/tmp/gw_mps_$name" >>"$LOG"
 }
 # The second column of gwbench's row for size $2 in run $1 (latency: median
@@ -82,3 +91,29 @@ echo "| --- | --- | --- | --- | --- |"
 for n in ${SIZES//,/ }; do
     echo "| $n B | $(col ar_default "$n") | $(col ar_staged "$n") | $(col ar_ring "$n") | $(col ar_team "$n") |"
 done
+
+[ -n "$BASE" ] || exit 0
+BGWB=$(find "$BASE" -name gwbench -type f -executable | head -1)
+[ -n "$BGWB" ] || { echo "gpu_mps.sh: no gwbench in $BASE"; exit 1; }
+# Five alternating rounds: base, then this build, for each row.
+for r in 1 2 3 4 5; do
+    GW_BUILD=$BASE GW_EXE=$BGWB gw "ab_lat_base_$r" -- -t latency -m 8:8 -i 5000 -x 500
+    gw "ab_lat_new_$r" -- -t latency -m 8:8 -i 5000 -x 500
+    GW_BUILD=$BASE GW_EXE=$BGWB gw "ab_bw_base_$r" -- -t bw -m 4M:4M
+    gw "ab_bw_new_$r" -- -t bw -m 4M:4M
+    GW_BUILD=$BASE GW_EXE=$BGWB gw "ab_bws_base_$r" --mca pml_gpuwire_ipc 0 -- -t bw -m 4M:4M
+    gw "ab_bws_new_$r" --mca pml_gpuwire_ipc 0 -- -t bw -m 4M:4M
+done
+ab() { # ab <row prefix> <size>: the median of five rounds
+    local v=(); for r in 1 2 3 4 5; do v+=("$(col "$1_$r" "$2")"); done
+    med "${v[@]}"
+}
+echo
+echo "| this build against the base build, alternating, median of 5 | base | new | new / base |"
+echo "| --- | --- | --- | --- |"
+a=$(ab ab_lat_base 8); b=$(ab ab_lat_new 8)
+echo "| gwbench latency D D 8 B (us) | $a | $b | $(ratio "$b" "$a") |"
+a=$(ab ab_bw_base 4194304); b=$(ab ab_bw_new 4194304)
+echo "| gwbench bw D D 4 MiB, IPC (GB/s) | $a | $b | $(ratio "$b" "$a") |"
+a=$(ab ab_bws_base 4194304); b=$(ab ab_bws_new 4194304)
+echo "| gwbench bw D D 4 MiB, staged (GB/s) | $a | $b | $(ratio "$b" "$a") |"
