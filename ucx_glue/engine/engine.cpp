@@ -68,6 +68,18 @@ gw_status_t Engine::init(std::string &why)
         why = std::string("UCX configuration could not be read: ") + ucs_status_string(s);
         return from_ucs(s);
     }
+    // The fabric before UCX starts: the RoCE port, GID and traffic class,
+    // DCQCN's state, and (roce_apply) UCX's GID settings.
+    fabric_ = setup_fabric(params_.sysfs_root, params_.roce_apply != 0, fabric_once_,
+                           fabric_sink());
+    for (const auto &[name, value] : fabric_.ucx_settings) {
+        s = ucp_config_modify(config, name.c_str(), value.c_str());
+        if (s != UCS_OK) {
+            ucp_config_release(config);
+            why = "UCX refused " + name + "=" + value + ": " + ucs_status_string(s);
+            return from_ucs(s);
+        }
+    }
     if (params_.rndv_threshold) {
         std::string v = std::to_string(params_.rndv_threshold);
         s = ucp_config_modify(config, "RNDV_THRESH", v.c_str());
@@ -159,25 +171,30 @@ gw_status_t Engine::init(std::string &why)
     return GW_OK;
 }
 
-// Pacing toward other nodes: at pace_gbps, or (pace_auto) at the rate of the
-// first active RoCE port; that port's CNP counter feeds the controller.
-gw_status_t Engine::start_pacing(std::string &why)
+// The fabric layer's lines, at the engine's levels; they carry their own
+// prefix ("fabric: ...", "roce: ...").
+fabric::LogSink Engine::fabric_sink()
 {
-    double gbps = params_.pace_gbps;
-    const fabric::SysfsRoot root(params_.sysfs_root ? params_.sysfs_root : "/");
-    auto sink = [this](fabric::LogLevel level, std::string_view line) {
+    return [this](fabric::LogLevel level, std::string_view line) {
         int l = level == fabric::LogLevel::Error     ? GW_LOG_ERROR
                 : level == fabric::LogLevel::Warning ? GW_LOG_WARN
                 : level == fabric::LogLevel::Info    ? GW_LOG_INFO
                                                      : GW_LOG_DEBUG;
-        log(l, "fabric: %.*s", int(line.size()), line.data());
+        log(l, "%.*s", int(line.size()), line.data());
     };
+}
+
+// Pacing toward other nodes: at pace_gbps, or (pace_auto) at the rate of the
+// RoCE port the fabric set-up chose; that port's CNP counter feeds the controller.
+gw_status_t Engine::start_pacing(std::string &why)
+{
+    double gbps = params_.pace_gbps;
+    const fabric::SysfsRoot root(params_.sysfs_root ? params_.sysfs_root : "/");
     if (gbps > 0 || params_.pace_auto) {
-        fabric::FabricInventory inv = fabric::discover_rdma_devices(root, sink);
-        if (const fabric::RdmaPort *port = inv.first_active_roce_port()) {
+        if (const auto &port = fabric_.pace_port) {
             if (gbps <= 0) gbps = port->rate_gbps;
             auto reader = std::make_unique<fabric::CongestionCounterReader>(
-                root, port->device, port->port_number, sink,
+                root, port->device, port->port_number, fabric_sink(),
                 fabric::only_counters({fabric::CongestionCounter::RpCnpHandled}));
             if (reader->available(fabric::CongestionCounter::RpCnpHandled)) {
                 reader->poll(); // the base of the first delta

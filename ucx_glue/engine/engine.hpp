@@ -32,6 +32,7 @@
 #include "gpuwire/cuda/shared_staging.hpp"
 #include "gpuwire/fabric/congestion_counters.hpp"
 #include "gpuwire/fabric/rdma_devices.hpp"
+#include "engine/fabric_setup.hpp"
 #include "gpuwire/pacing/port_pacer.hpp"
 #include "engine/matching.hpp"
 #include "engine/protocol.hpp"
@@ -433,9 +434,12 @@ private:
     std::optional<pacing::PortPacer> pacer_;
     // The RoCE port's CNP counter, polled from progress() for the pacer.
     std::unique_ptr<fabric::CongestionCounterReader> cnp_reader_;
+    FabricSetup fabric_;
+    fabric::OnceFilter fabric_once_;
     uint64_t next_cnp_poll_ns_ = 0;
     void poll_congestion();
     gw_status_t start_pacing(std::string &why);
+    fabric::LogSink fabric_sink();
     std::unordered_map<uint64_t, SendOp *> sync_waiting_;
     uint64_t next_sync_id_ = 1;
     std::vector<PendingAck> pending_acks_;

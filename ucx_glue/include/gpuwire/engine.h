@@ -157,6 +157,10 @@ typedef struct {
     /* Root of the sysfs tree the fabric layer reads ("/" when NULL; tests
      * point it at a tree they build). */
     const char *sysfs_root;
+    /* Nonzero: the RoCEv2 GID index and traffic class the fabric layer
+     * chooses go to UCX (UCX_IB_GID_INDEX, UCX_IB_TRAFFIC_CLASS) unless the
+     * user set them; 0: they are only logged. */
+    int roce_apply;
     /* Receiver-driven admission: chunk receives posted at once, over all
      * incoming chunked transfers, stay within this many bytes (chunks move
      * by UCX rendezvous only once posted, so this bounds the bytes in flight

@@ -1,9 +1,10 @@
 // One call that does the fabric layer's start-up work for the engine.
 //
-// Before UCX starts, the engine calls probe_fabric(): it enumerates devices,
-// picks the port (configured or first active RoCE port), chooses the GID index
-// and traffic class, and checks DCQCN for the chosen priority. The engine
-// turns FabricProbeResult::roce into UCX settings and opens a
+// Before UCX starts, the engine calls probe_fabric() (through
+// engine/fabric_setup.hpp): it enumerates devices, picks the port (configured
+// or first active RoCE port), chooses the GID index and traffic class, and
+// checks DCQCN for the chosen priority. The engine logs the choice, hands the
+// GID index and traffic class to UCX where asked to, and opens a
 // CongestionCounterReader on the same port for the pacer.
 //
 // Threading: call from one thread; the OnceFilter belongs to the caller.
