@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   if (argc > 1) g_reps = std::max(10, std::atoi(argv[1]));
   Driver& drv = Driver::instance();
   if (!drv.available()) {
-    std::printf("SKIP: no usable GPU: %s\n", drv.unavailable_reason());
+    std::printf("SKIP: no GPU (CUDA driver or device absent): %s\n", drv.unavailable_reason());
     return 77;
   }
   const int ngpu = drv.device_count();

@@ -18,7 +18,7 @@ namespace gw_test {
 inline void skip_without_gpu() {
   gpuwire::cuda::Driver& d = gpuwire::cuda::Driver::instance();
   if (d.available()) return;
-  std::printf("SKIP: no usable GPU: %s\n", d.unavailable_reason());
+  std::printf("SKIP: no GPU (CUDA driver or device absent): %s\n", d.unavailable_reason());
   std::fflush(stdout);
   std::exit(77);
 }

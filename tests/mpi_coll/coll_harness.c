@@ -415,7 +415,7 @@ void harness_init(int *argc, char ***argv)
         cudaError_t e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess || n <= 0) {
             static char why[200];
-            snprintf(why, sizeof(why), "no usable GPU: %s",
+            snprintf(why, sizeof(why), "no GPU (CUDA driver or device absent): %s",
                      e != cudaSuccess ? cudaGetErrorString(e) : "no device");
             skip_reason = why;
         } else {
@@ -428,12 +428,12 @@ void harness_init(int *argc, char ***argv)
         }
     }
 #else
-    if (cuda_mode) skip_reason = "built without CUDA";
+    if (cuda_mode) skip_reason = "no CUDA (built without the CUDA toolkit)";
 #endif
     /* Every rank must agree on skipping. */
     int skip = skip_reason != NULL, any = 0;
     MPI_Allreduce(&skip, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any && !skip_reason) skip_reason = "another rank has no usable GPU";
+    if (any && !skip_reason) skip_reason = "no GPU (CUDA driver or device absent) on another rank";
     if (!skip_reason) make_types();
 }
 

@@ -281,7 +281,7 @@ static void check_nonblocking(MPI_Comm comm, unsigned salt)
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    if (device_test_select_gpu() < 0) return mt_skip("no GPU");
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU (CUDA driver or device absent)");
     const int expect_nvlink = argc > 1 && strcmp(argv[1], "expect-nvlink") == 0;
     int ndev = 0;
     CUDA_OK(cudaGetDeviceCount(&ndev));

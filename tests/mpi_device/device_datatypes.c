@@ -320,7 +320,7 @@ static void bsend_refused(void)
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    if (device_test_select_gpu() < 0) return mt_skip("no GPU on this machine");
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU (CUDA driver or device absent)");
 
     enum { NL = 7 };
     layout_t l[NL];

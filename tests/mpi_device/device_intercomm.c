@@ -50,7 +50,7 @@ static void expect_ints(const int *got, const int *want, long n, const char *wha
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    if (device_test_select_gpu() < 0) return mt_skip("no GPU on this machine");
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU (CUDA driver or device absent)");
     int n, me;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);

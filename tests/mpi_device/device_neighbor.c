@@ -82,7 +82,7 @@ static void run(MPI_Comm cart, bool alltoall, bool nb, long c, const char *shape
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
-    if (device_test_select_gpu() < 0) return mt_skip("no GPU on this machine");
+    if (device_test_select_gpu() < 0) return mt_skip("no GPU (CUDA driver or device absent)");
     int n;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     const long counts[] = {1, 4097, 1 << 20};

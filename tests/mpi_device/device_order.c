@@ -194,7 +194,7 @@ int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
     int dev = device_test_select_gpu();
-    if (dev < 0) return mt_skip("no GPU on this machine");
+    if (dev < 0) return mt_skip("no GPU (CUDA driver or device absent)");
     if (device_test_lacks_ucx_cuda())
         return mt_skip("the UCX in use cannot move CUDA memory (ci/gpu.sh: GPU_UCX_LIB)");
 

@@ -344,7 +344,7 @@ int main(int argc, char **argv)
     int dev = device_test_select_gpu();
     if (dev < 0) {
         if (use_mpit) MPI_T_finalize();
-        return mt_skip("no GPU on this machine");
+        return mt_skip("no GPU (CUDA driver or device absent)");
     }
     if (device_test_lacks_ucx_cuda()) {
         if (use_mpit) MPI_T_finalize();

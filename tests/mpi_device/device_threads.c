@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int none = e != cudaSuccess || ndev == 0, any = 0;
     MPI_Allreduce(&none, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) return mt_skip("no GPU on this machine");
+    if (any) return mt_skip("no GPU (CUDA driver or device absent)");
     device_id = mt_rank % ndev;
     if (report(cudaSetDevice(device_id), "cudaSetDevice") != 0) MPI_Abort(MPI_COMM_WORLD, 1);
 

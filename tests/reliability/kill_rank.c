@@ -50,11 +50,11 @@ int main(int argc, char **argv)
 #ifdef GPUWIRE_KILL_RANK_CUDA
         int ndev = 0;
         if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-            printf("kill_rank: skip: no usable GPU\n");
+            printf("kill_rank: skip: no GPU (CUDA driver or device absent)\n");
             return 77;
         }
 #else
-        printf("kill_rank: skip: built without CUDA\n");
+        printf("kill_rank: skip: no CUDA (built without the CUDA toolkit)\n");
         return 77;
 #endif
     }

@@ -781,7 +781,7 @@ int main(int argc, char **argv)
         MPI_Allreduce(&skip, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) {
             MPI_T_finalize();
-            return mt_skip(skip ? why : "no GPU on another rank's machine");
+            return mt_skip(skip ? why : "no GPU (CUDA driver or device absent) on another rank");
         }
     }
     make_comms();

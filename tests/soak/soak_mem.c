@@ -26,7 +26,7 @@ int soak_mem_init_device(int local_rank, char *why, size_t len)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        snprintf(why, len, "no GPU on this machine (%s)",
+        snprintf(why, len, "no GPU (CUDA driver or device absent): %s",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return 77;
     }
@@ -35,7 +35,7 @@ int soak_mem_init_device(int local_rank, char *why, size_t len)
     return 0;
 #else
     (void)local_rank;
-    snprintf(why, len, "built without CUDA: device buffers unavailable");
+    snprintf(why, len, "no CUDA (built without the CUDA toolkit)");
     return 77;
 #endif
 }

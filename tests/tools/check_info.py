@@ -169,7 +169,7 @@ def check_gpu(args):
     text, j = report(args.tool)
     gpus = j["gpus"]
     if gpus["count"] == 0:
-        print(f"SKIP: no usable GPU: {gpus['reason']}")
+        print(f"SKIP: no GPU (CUDA driver or device absent): {gpus['reason']}")
         return SKIP
     n = gpus["count"]
     check(len(gpus["devices"]) == n, "device list and count differ")
