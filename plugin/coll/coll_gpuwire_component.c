@@ -10,7 +10,6 @@
 #include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
 #include "ompi/mca/pml/base/base.h"
-#include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -19,30 +18,106 @@ static int component_open(void);
 static int component_close(void);
 static int component_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 
+/* The parameters' defaults come from the table (gw_params_register). */
 mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
+    .output = -1,
+};
+
+static const gw_param_enum_value_t algorithms[] = {
+    {GW_REDUCE_ALGO_AUTO, "auto"},
+    {GW_REDUCE_ALGO_STAGED, "staged"},
+    {GW_REDUCE_ALGO_DEVICE, "device"},
+    {0, NULL},
+};
+
+/* Every MCA parameter of coll gpuwire: registration, defaults, ranges, the
+ * help ompi_info shows and docs/parameters.md all come from this table
+ * (gpuwire_params.h). Help: one line each; the details are in docs/coll.md. */
+#define P(name, type, def, min, max, level, help, hint, field)                                 \
+    {name, type, (int64_t)(def), min, max, level, false, help, hint, NULL,                    \
+     &mca_coll_gpuwire.field}
+#define PINT(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_INT, def, min, max, lvl, help, hint, n)
+#define PSIZE(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_SIZE, def, min, max, lvl, help, hint, n)
+#define PBOOL(n, def, lvl, help) P(#n, GW_PARAM_BOOL, def, 0, 1, lvl, help, NULL, n)
+#define PENUM(n, def, lvl, help)                                                                 \
+    {#n, GW_PARAM_ENUM, def, 0, 0, lvl, false, help, NULL, algorithms, &mca_coll_gpuwire.n}
+static const gw_param_t params[] = {
     /* Above every module a stock Open MPI 4.1 enables by default (tuned 30,
      * sync 50, self 75), so that device buffers are caught on every
      * communicator, MPI_COMM_SELF included, and below hcoll (90). */
-    .priority = GW_COLL_DEFAULT_PRIORITY,
-    .verbose = 0,
-    .device = true,
-    .device_sync = true,
-    .staging_bytes = (size_t)256 << 20,
-    .reduce_algorithm = GW_REDUCE_ALGO_AUTO,
-    .move_algorithm = GW_REDUCE_ALGO_AUTO,
-    .reduce_segment_bytes = (size_t)4 << 20,
-    .reduce_device_min_bytes = 32768,
-    .bcast_chain_ranks = 4,
-    .bcast_chain_bytes = (size_t)4 << 20,
-    .bcast_segment_bytes = (size_t)2 << 20,
-    .hierarchical = GW_HIER_AUTO,
-    .nvlink = true,
-    .nvlink_oneshot_bytes = (size_t)1 << 20,
-    .nvlink_timeout = 20,
-    .nvlink_direct = false,
-    .nvlink_shared_gpu = false,
-    .output = -1,
+    PINT(priority, GW_COLL_DEFAULT_PRIORITY, -1, 1000, 3,
+         "Selection priority of coll gpuwire: the module with the highest priority provides "
+         "each collective, and gpuwire passes host buffers on to the one below it (tuned 30, "
+         "self 75); -1 disables it",
+         "-1 disables the component"),
+    {"verbose", GW_PARAM_INT, 0, 0, 100, 5, true,
+     "Verbosity: 1 device support and errors, 10 every communicator, 20 every collective on "
+     "device memory",
+     NULL, NULL, &mca_coll_gpuwire.verbose},
+    PBOOL(device, true, 3,
+          "Accept GPU buffers (CUDA) when a GPU and its driver are present; 0: every collective "
+          "passes through unchanged"),
+    PBOOL(device_sync, true, 4,
+          "Before a collective reads or writes device buffers, wait for work queued on the "
+          "legacy default stream; 0 when the application synchronizes itself"),
+    PSIZE(staging_bytes, 256 << 20, 0, GW_PARAM_MAX_MESSAGE, 5,
+          "Pinned host memory kept for staging device buffers, reused across collectives; "
+          "beyond it plain host memory (slower copies); 0: plain host memory only",
+          NULL),
+    PENUM(reduce_algorithm, GW_REDUCE_ALGO_AUTO, 4,
+          "Allreduce, Reduce, Reduce_scatter(_block), Scan, Exscan on device buffers, blocking "
+          "and non-blocking: auto (on the GPU over point-to-point when the pml moves device "
+          "buffers, staged otherwise), staged (reduced in host memory), device (on the GPU "
+          "whatever the pml)"),
+    PENUM(move_algorithm, GW_REDUCE_ALGO_AUTO, 4,
+          "Bcast, Allgather(v), Alltoall(v) on device buffers above the NVLink kernels' size, "
+          "blocking and non-blocking: auto (point-to-point on the application's buffers when the "
+          "pml moves device buffers, staged otherwise), staged (through host memory), device "
+          "(point-to-point whatever the pml)"),
+    PSIZE(reduce_segment_bytes, 4 << 20, 1, (int64_t)1 << 30, 5,
+          "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
+          "the next arrives",
+          NULL),
+    PSIZE(reduce_device_min_bytes, 32768, 0, (int64_t)1 << 40, 5,
+          "Under reduce_algorithm auto, a reduction no NVLink team runs goes on the GPU only "
+          "from this many bytes times (ranks - 1), smaller ones are staged; 0: always on the GPU",
+          "0: always on the GPU"),
+    PINT(hierarchical, GW_HIER_AUTO, 0, 2, 5,
+         "Allreduce, Reduce, Bcast, Allgather(v) on device buffers across nodes composed per "
+         "level (inside each node, then among the nodes' first ranks): 0 never, 1 where the "
+         "levels run on the GPU, 2 also where they are staged",
+         "0 never, 1 auto, 2 always"),
+    PINT(bcast_chain_ranks, 4, 0, 1 << 24, 5,
+         "Device Bcast over point-to-point to at least this many ranks, of at least "
+         "bcast_chain_bytes, runs as a pipelined chain; 0: never",
+         "0: never"),
+    PSIZE(bcast_chain_bytes, 4 << 20, 0, GW_PARAM_MAX_MESSAGE, 5,
+          "Smallest device Bcast (bytes) that runs as a pipelined chain (bcast_chain_ranks)",
+          NULL),
+    PSIZE(bcast_segment_bytes, 2 << 20, 1, (int64_t)1 << 30, 5,
+          "Bytes per message of the pipelined chain Bcast (whole elements, at least one)", NULL),
+    PBOOL(nvlink, true, 4,
+          "Allreduce, Bcast and Allgather on device buffers, blocking and non-blocking, by "
+          "kernels that read and write the other GPUs (CUDA IPC over NVLink) when every rank is "
+          "on this node with a GPU of its own; 0: over point-to-point"),
+    PSIZE(nvlink_oneshot_bytes, 1 << 20, 256, (int64_t)1 << 30, 5,
+          "Largest NVLink call (bytes per rank) run through each rank's workspace (one kernel, no "
+          "host exchange); each team holds twice this in device memory per rank",
+          NULL),
+    PBOOL(nvlink_direct, false, 5,
+          "Experimental: blocking NVLink calls above nvlink_oneshot_bytes run on the "
+          "application's buffers mapped through CUDA IPC after a host exchange; 0 (default): "
+          "over point-to-point, as non-blocking ones always"),
+    PINT(nvlink_timeout, 20, 1, 86400, 5,
+         "Seconds an NVLink kernel waits for the other ranks before the call fails", NULL),
+    PBOOL(nvlink_shared_gpu, false, 9,
+          "Testing only: ranks that share a GPU form an NVLink team too (correct but slow)"),
 };
+#undef P
+#undef PINT
+#undef PSIZE
+#undef PBOOL
+#undef PENUM
 
 __attribute__((visibility("default"))) mca_coll_base_component_t mca_coll_gpuwire_component = {
     .collm_version = {
@@ -78,161 +153,7 @@ static int component_register(void)
     }
 
     mca_base_component_t *c = &mca_coll_gpuwire_component.collm_version;
-    (void)mca_base_component_var_register(
-        c, "priority",
-        "Selection priority of coll gpuwire: the module with the highest priority provides "
-        "each collective, and gpuwire passes host buffers on to the one below it (tuned 30, "
-        "self 75); -1 disables it",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.priority);
-    (void)mca_base_component_var_register(
-        c, "verbose",
-        "Verbosity: 1 device support and errors, 10 every communicator, 20 every collective "
-        "on device memory",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
-        &mca_coll_gpuwire.verbose);
-    (void)mca_base_component_var_register(
-        c, "device",
-        "Accept GPU buffers (CUDA) when a GPU and its driver are present; 0: every collective "
-        "passes through unchanged",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.device);
-    (void)mca_base_component_var_register(
-        c, "device_sync",
-        "Before a collective reads or writes device buffers, wait for work this process "
-        "queued on the legacy default stream (cudaMemcpy device to device, kernels without a "
-        "stream); 0 when the application synchronizes itself",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.device_sync);
-    (void)mca_base_component_var_register(
-        c, "staging_bytes",
-        "Pinned host memory kept for staging device buffers, reused across collectives; "
-        "staging beyond it uses plain host memory (slower copies); 0: plain host memory only",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.staging_bytes);
-
-    static const mca_base_var_enum_value_t algorithms[] = {
-        {GW_REDUCE_ALGO_AUTO, "auto"},
-        {GW_REDUCE_ALGO_STAGED, "staged"},
-        {GW_REDUCE_ALGO_DEVICE, "device"},
-        {0, NULL},
-    };
-    mca_base_var_enum_t *algorithm_enum = NULL;
-    if (OPAL_SUCCESS ==
-        mca_base_var_enum_create("coll_gpuwire_reduce_algorithms", algorithms, &algorithm_enum)) {
-        (void)mca_base_component_var_register(
-            c, "reduce_algorithm",
-            "How blocking Allreduce, Reduce, Reduce_scatter(_block), Scan and Exscan run on "
-            "device buffers: auto (on the GPU, over point-to-point, when the pml moves device "
-            "buffers, i.e. pml gpuwire; staged otherwise), staged (copied to host memory and "
-            "reduced there), device (on the GPU whatever the pml, for another CUDA-aware pml). "
-            "User-defined ops, derived datatypes, types without a kernel (long double, complex) "
-            "and non-blocking forms are always staged. On the GPU, every rank of a call must "
-            "pass device buffers",
-            MCA_BASE_VAR_TYPE_INT, algorithm_enum, 0, 0, OPAL_INFO_LVL_4,
-            MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpuwire.reduce_algorithm);
-        (void)mca_base_component_var_register(
-            c, "move_algorithm",
-            "How blocking Bcast, Allgather(v) and Alltoall(v) above the NVLink kernels' size run "
-            "on device buffers: auto (one point-to-point message per block on the application's "
-            "buffers when the pml moves device buffers, i.e. pml gpuwire; staged otherwise), "
-            "staged (copied through host memory, Open MPI's algorithm), device (point-to-point "
-            "whatever the pml). Non-blocking forms and Alltoall(v) in place are always staged. "
-            "Point-to-point needs every rank of a call to pass device memory: a rank with host "
-            "buffers only runs Open MPI's algorithm",
-            MCA_BASE_VAR_TYPE_INT, algorithm_enum, 0, 0, OPAL_INFO_LVL_4,
-            MCA_BASE_VAR_SCOPE_READONLY, &mca_coll_gpuwire.move_algorithm);
-        OBJ_RELEASE(algorithm_enum);
-    }
-    (void)mca_base_component_var_register(
-        c, "reduce_segment_bytes",
-        "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
-        "the next arrives (smaller: more overlap, more messages)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.reduce_segment_bytes);
-    (void)mca_base_component_var_register(
-        c, "reduce_device_min_bytes",
-        "Under coll_gpuwire_reduce_algorithm auto, a reduction that no NVLink team runs goes "
-        "over point-to-point on the GPU only from this many bytes times (ranks - 1) (the ring's "
-        "step count); smaller ones are staged through host memory, which costs less there "
-        "(two ranks: 20 us against 40 us at 8 bytes, even near 32 KiB). Counted over the "
-        "whole call: count, the sum of Reduce_scatter's counts. 0: always on the GPU",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.reduce_device_min_bytes);
-
-    (void)mca_base_component_var_register(
-        c, "hierarchical",
-        "Allreduce, Reduce, Bcast, Allgather(v) on device buffers over communicators that span several "
-        "nodes: 1 (auto, where the level's algorithms run on the GPU) composes them per level "
-        "(Allreduce: reduce inside each node to its first rank, allreduce among the nodes' "
-        "first ranks, bcast inside each node; Reduce likewise to the root; Bcast: inside the "
-        "root's node, among the first ranks, inside the other nodes), so only one rank per node "
-        "uses the network; 2 also where they are staged (Reduce needs a pml that moves device "
-        "memory); 0 never. The non-blocking forms compose them too once a blocking call or a "
-        "persistent initialization has set the levels up on the communicator",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.hierarchical);
-    (void)mca_base_component_var_register(
-        c, "bcast_chain_ranks",
-        "Device Bcast over point-to-point (coll_gpuwire_move_algorithm) to at least this many "
-        "ranks, of at least coll_gpuwire_bcast_chain_bytes, runs as a pipelined chain: each "
-        "rank receives the message from the one before it in segments and forwards each "
-        "segment as soon as it has it, so the root sends the message once instead of once per "
-        "rank. 0: never (the root sends to every rank)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.bcast_chain_ranks);
-    (void)mca_base_component_var_register(
-        c, "bcast_chain_bytes",
-        "Smallest device Bcast (bytes) that runs as a pipelined chain (see "
-        "coll_gpuwire_bcast_chain_ranks)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.bcast_chain_bytes);
-    (void)mca_base_component_var_register(
-        c, "bcast_segment_bytes",
-        "Bytes per message of the pipelined chain Bcast (whole elements of the datatype; at "
-        "least one element)",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.bcast_segment_bytes);
-
-    (void)mca_base_component_var_register(
-        c, "nvlink",
-        "Allreduce, Bcast and Allgather on device buffers by kernels that read and write the "
-        "other GPUs directly (CUDA IPC over NVLink), when every rank of the communicator is on "
-        "this node with a GPU of its own; blocking forms, predefined ops and types (no "
-        "MINLOC/MAXLOC), contiguous buffers. 0: the algorithms over point-to-point",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.nvlink);
-    (void)mca_base_component_var_register(
-        c, "nvlink_oneshot_bytes",
-        "Largest NVLink collective (bytes per rank) that goes through each rank's workspace "
-        "(one kernel, one GPU-side barrier, no host exchange); larger ones read and write the "
-        "application's buffers directly after a host exchange of their IPC handles. Each "
-        "communicator using NVLink holds twice this in device memory per rank. Larger calls: "
-        "see coll_gpuwire_nvlink_direct",
-        MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.nvlink_oneshot_bytes);
-    (void)mca_base_component_var_register(
-        c, "nvlink_direct",
-        "NVLink collectives larger than coll_gpuwire_nvlink_oneshot_bytes map the application's "
-        "buffers of every rank (CUDA IPC) and run there; 0 (default): they run over "
-        "point-to-point. Experimental, off by default: CUDA opens an allocation's IPC handle once per "
-        "process, and pml gpuwire keeps its own mappings, so a buffer that both map fails in "
-        "the second (cudaErrorAlreadyMapped) and the call falls back or fails",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.nvlink_direct);
-    (void)mca_base_component_var_register(
-        c, "nvlink_timeout",
-        "Seconds an NVLink collective's kernel waits for the other ranks before it gives up "
-        "and the call fails (a rank died or called another collective)",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.nvlink_timeout);
-    (void)mca_base_component_var_register(
-        c, "nvlink_shared_gpu",
-        "For testing the NVLink kernels on one GPU: ranks that share a GPU form a team too. "
-        "Correct but slow: their kernels take turns on the GPU, so every GPU-side barrier waits "
-        "for a switch between the processes' contexts (milliseconds)",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_coll_gpuwire.nvlink_shared_gpu);
+    gw_params_register(c, params, GW_PARAM_COUNT(params));
 
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",
@@ -286,34 +207,10 @@ static int component_register(void)
 
 static int component_open(void)
 {
-    /* Named after the component: the test build loads as coll gpuwirefake. */
-#define GW_COLL_PARAM(name) "coll_" GW_COLL_COMPONENT_NAME "_" name
-    const gw_param_range_t ranges[] = {
-        {GW_COLL_PARAM("priority"), GW_PARAM_INT, &mca_coll_gpuwire.priority, -1, 1000,
-         "-1 disables the component"},
-        {GW_COLL_PARAM("verbose"), GW_PARAM_INT, &mca_coll_gpuwire.verbose, 0, 100, NULL},
-        {GW_COLL_PARAM("staging_bytes"), GW_PARAM_SIZE, &mca_coll_gpuwire.staging_bytes, 0,
-         GW_PARAM_MAX_MESSAGE, NULL},
-        {GW_COLL_PARAM("reduce_segment_bytes"), GW_PARAM_SIZE,
-         &mca_coll_gpuwire.reduce_segment_bytes, 1, (int64_t)1 << 30, NULL},
-        {GW_COLL_PARAM("reduce_device_min_bytes"), GW_PARAM_SIZE,
-         &mca_coll_gpuwire.reduce_device_min_bytes, 0, (int64_t)1 << 40, "0: always on the GPU"},
-        {GW_COLL_PARAM("hierarchical"), GW_PARAM_INT, &mca_coll_gpuwire.hierarchical, 0, 2,
-         "0 never, 1 auto, 2 always"},
-        {GW_COLL_PARAM("bcast_chain_ranks"), GW_PARAM_INT, &mca_coll_gpuwire.bcast_chain_ranks, 0,
-         1 << 24, "0: never"},
-        {GW_COLL_PARAM("bcast_chain_bytes"), GW_PARAM_SIZE, &mca_coll_gpuwire.bcast_chain_bytes, 0,
-         GW_PARAM_MAX_MESSAGE, NULL},
-        {GW_COLL_PARAM("bcast_segment_bytes"), GW_PARAM_SIZE,
-         &mca_coll_gpuwire.bcast_segment_bytes, 1, (int64_t)1 << 30, NULL},
-        {GW_COLL_PARAM("nvlink_oneshot_bytes"), GW_PARAM_SIZE,
-         &mca_coll_gpuwire.nvlink_oneshot_bytes, 256, (int64_t)1 << 30, NULL},
-        {GW_COLL_PARAM("nvlink_timeout"), GW_PARAM_INT, &mca_coll_gpuwire.nvlink_timeout, 1,
-         86400, NULL},
-    };
-#undef GW_COLL_PARAM
-    if (gw_params_check("coll:" GW_COLL_COMPONENT_NAME, ranges,
-                        sizeof(ranges) / sizeof(ranges[0])) != 0) {
+    /* Named after the component (the test build loads as coll gpuwirefake). */
+    const mca_base_component_t *c = &mca_coll_gpuwire_component.collm_version;
+    (void)gw_params_warn_unknown(c, params, GW_PARAM_COUNT(params));
+    if (gw_params_check(c, params, GW_PARAM_COUNT(params)) != 0) {
         return OMPI_ERR_BAD_PARAM;
     }
     mca_coll_gpuwire.output = opal_output_open(NULL);

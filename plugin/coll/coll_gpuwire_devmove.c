@@ -73,7 +73,7 @@ static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW
     const unsigned moves = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
                            GW_COLL_BIT(GW_COLL_ALLGATHERV) | GW_COLL_BIT(GW_COLL_ALLTOALL) |
                            GW_COLL_BIT(GW_COLL_ALLTOALLV);
-    if (!gw_coll_p2p_accepts(a, moves, moves, mca_coll_gpuwire.move_algorithm)) return false;
+    if (!gw_coll_p2p_accepts(a, moves, mca_coll_gpuwire.move_algorithm)) return false;
     if ((GW_COLL_ALLTOALL == a->id || GW_COLL_ALLTOALLV == a->id) && MPI_IN_PLACE == a->sbuf)
         return false;
     return true;

@@ -535,7 +535,7 @@ static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[
                                 GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
                                 GW_COLL_BIT(GW_COLL_REDUCE_SCATTER_BLOCK) |
                                 GW_COLL_BIT(GW_COLL_SCAN) | GW_COLL_BIT(GW_COLL_EXSCAN);
-    if (!gw_coll_p2p_accepts(a, reductions, reductions, mca_coll_gpuwire.reduce_algorithm)) {
+    if (!gw_coll_p2p_accepts(a, reductions, mca_coll_gpuwire.reduce_algorithm)) {
         return false;
     }
     int op, type;

@@ -86,9 +86,8 @@ int gw_coll_tag(gw_coll_id_t id)
     return tags[id];
 }
 
-bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, unsigned nb_ids, int algorithm)
+bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm)
 {
-    if (a->nonblocking) ids &= nb_ids;
     if (GW_REDUCE_ALGO_STAGED == algorithm || !(ids & GW_COLL_BIT(a->id))) return false;
     return GW_REDUCE_ALGO_AUTO != algorithm || mca_coll_gpuwire.device_p2p;
 }

@@ -243,11 +243,11 @@ enum {
 };
 
 #define GW_COLL_BIT(id) (1u << (id))
-/* Whether a call of one of the collectives in ids (GW_COLL_BIT of each; the
- * non-blocking form only where also in nb_ids) runs over point-to-point
- * under algorithm (GW_REDUCE_ALGO_*: on the GPU where auto and the pml moves
+/* Whether a call of one of the collectives in ids (GW_COLL_BIT of each;
+ * blocking and non-blocking forms alike) runs over point-to-point under
+ * algorithm (GW_REDUCE_ALGO_*: on the GPU where auto and the pml moves
  * device buffers). Decided from what is the same on every rank. */
-bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, unsigned nb_ids, int algorithm);
+bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm);
 /* Whether a reduction (Allreduce, Reduce, Reduce_scatter(_block), Scan,
  * Exscan) is too small for the GPU over point-to-point under
  * coll_gpuwire_reduce_algorithm auto: fewer bytes in the whole call than

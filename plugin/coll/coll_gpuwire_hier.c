@@ -104,7 +104,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type)) return false;
         const unsigned id = GW_COLL_BIT(GW_COLL_ALLREDUCE);
         if (GW_HIER_AUTO == mode &&
-            (!gw_coll_p2p_accepts(a, id, id, mca_coll_gpuwire.reduce_algorithm) ||
+            (!gw_coll_p2p_accepts(a, id, mca_coll_gpuwire.reduce_algorithm) ||
              gw_coll_reduce_small(a))) {
             return false;
         }
@@ -119,7 +119,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         ompi_datatype_type_size(a->dtype, &size);
         if (!gw_coll_table_ids(a->op, a->dtype, &op, &type) || 0 != lb ||
             (size_t)extent != size ||
-            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE), GW_COLL_BIT(GW_COLL_REDUCE),
+            !gw_coll_p2p_accepts(a, GW_COLL_BIT(GW_COLL_REDUCE),
                                  mca_coll_gpuwire.reduce_algorithm) ||
             (GW_HIER_AUTO == mode && gw_coll_reduce_small(a))) {
             return false;
@@ -129,7 +129,7 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         const unsigned ids = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
                              GW_COLL_BIT(GW_COLL_ALLGATHERV);
         if (GW_HIER_AUTO == mode &&
-            !gw_coll_p2p_accepts(a, ids, ids, mca_coll_gpuwire.move_algorithm)) {
+            !gw_coll_p2p_accepts(a, ids, mca_coll_gpuwire.move_algorithm)) {
             return false;
         }
     } else {

@@ -317,6 +317,13 @@ TEST_CASE("several GPUs: ordinals and peer copies", "[gpu][cuda]") {
 
 #else  // host-only build: the gate above exits 77 before any test runs
 
-TEST_CASE("gpu tests need a CUDA build", "[gpu][cuda]") { SUCCEED(); }
+// Reached only where the gate did not skip: a host-only build must never
+// find a usable driver, and must say why in one line.
+TEST_CASE("gpu tests need a CUDA build", "[gpu][cuda]") {
+  gpuwire::cuda::Driver& d = gpuwire::cuda::Driver::instance();
+  CHECK_FALSE(d.available());
+  REQUIRE(d.unavailable_reason() != nullptr);
+  CHECK(std::strlen(d.unavailable_reason()) > 0);
+}
 
 #endif

@@ -82,5 +82,14 @@ TEST_CASE("reduce kernels: an op that does not apply is refused with its names",
 }
 
 #else
-TEST_CASE("reduce kernels: built without CUDA", "[gpu][cuda][reduce]") { SUCCEED(); }
+// Reached only where the gate did not skip: without CUDA every device
+// reduction is refused with a line that says so, and nothing is written.
+TEST_CASE("reduce kernels: built without CUDA", "[gpu][cuda][reduce]") {
+  CHECK_FALSE(gpuwire::cuda::Driver::instance().available());
+  int a = 1, b = 2, out = 0;
+  char why[256] = "";
+  CHECK(gw_dev_reduce3(GW_OP_SUM, GW_TYPE_INT32, &a, &b, &out, 1, nullptr, why, sizeof(why)) == -1);
+  CHECK(std::string(why).find("without CUDA") != std::string::npos);
+  CHECK(out == 0);
+}
 #endif

@@ -117,4 +117,64 @@ if run ok $L "$@" --mca coll gpuwire,tuned,libnbc,basic,self --mca pml_gpuwire_i
     expect_ran $L
 fi
 
+# Every value of pml_gpuwire_pace_mbps's range starts (DCQCN's constants are
+# scaled to rates below 100 Gb/s; 1-199 used to fail MPI_Init); one above it
+# is refused by the parameter's own check, naming the range and the smallest rate.
+for R in 1 39 40 199 200 3200000; do
+    L=pace_mbps_$R
+    if run ok $L "$@" --mca pml_gpuwire_pace_mbps $R; then
+        expect_absent $L
+        expect_ran $L
+        if echo "$out" | grep -q "dcqcn"; then
+            echo "FAIL [$L]: the pacer refused its configuration:"
+            echo "$out" | grep "dcqcn" | head -3
+            fail=1
+        fi
+    fi
+done
+L=pace_mbps_above_range
+if run fail $L "$@" --mca pml_gpuwire_pace_mbps 3200001; then
+    expect_line $L "pml:gpuwire: declined: pml_gpuwire_pace_mbps = 3200001 is out of range: allowed 0 to 3200000; set it within the range or leave it unset for the default; 0 switches pacing off, the smallest rate is 1 (Mb/s)" 1
+    ompi_refused $L
+fi
+
+# A misspelt parameter (Open MPI ignores it silently): rank 0 alone warns,
+# once, naming the closest parameter, and the job runs; the environment form
+# (OMPI_MCA_...) is what --mca becomes in the processes, so both are tested.
+# expect_warning <label> <misspelt> <closest>
+expect_warning() {
+    n=$(echo "$out" | grep -cF -- "warning: $2 is not a parameter")
+    m=$(echo "$out" | grep -F -- "warning: $2 is not a parameter" | grep -cF -- "did you mean $3?")
+    if [ "$n" -ne 1 ] || [ "$m" -ne 1 ]; then
+        echo "FAIL [$1]: expected one warning about $2 naming $3, got $n ($m naming it); output:"
+        echo "$out" | head -20
+        fail=1
+    else
+        echo "PASS [$1]: $(echo "$out" | grep -F -- "warning: $2" | sed 's/^\[[^]]*\] //')"
+    fi
+}
+L=misspelt_pml
+if run ok $L "$@" --mca pml_gpuwire_stat 1; then
+    expect_warning $L pml_gpuwire_stat pml_gpuwire_stats
+    expect_ran $L
+fi
+L=misspelt_env
+export OMPI_MCA_pml_gpuwire_ipc_treshold=64k OMPI_MCA_coll_gpuwire_nvlink_timout=5
+if run ok $L "$@" --mca coll gpuwire,tuned,libnbc,basic,self; then
+    expect_warning $L pml_gpuwire_ipc_treshold pml_gpuwire_ipc_threshold
+    expect_warning $L coll_gpuwire_nvlink_timout coll_gpuwire_nvlink_timeout
+    expect_ran $L
+fi
+unset OMPI_MCA_pml_gpuwire_ipc_treshold OMPI_MCA_coll_gpuwire_nvlink_timout
+L=spelt_right
+if run ok $L "$@" --mca coll gpuwire,tuned,libnbc,basic,self --mca pml_gpuwire_stats 0 \
+       --mca pml_gpuwire_ipc_threshold 64k --mca coll_gpuwire_nvlink_timeout 5; then
+    if echo "$out" | grep -q "is not a parameter"; then
+        echo "FAIL [$L]: a parameter spelt right was reported:"
+        echo "$out" | grep "is not a parameter" | head -3
+        fail=1
+    fi
+    expect_ran $L
+fi
+
 exit $fail

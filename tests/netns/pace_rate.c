@@ -1,16 +1,22 @@
 /* Throughput of large host messages between two ranks, checked against an
  * expected rate: with pml_gpuwire_pace_mbps set, the pacer must hold the
- * transfer to that rate (within the tolerance); every byte is verified.
- *   pace_rate [-s BYTES] [-n MESSAGES] [-r EXPECTED_MBPS] [-t TOLERANCE] [-c CONCURRENT]
+ * transfer to that rate; every byte is verified.
+ *   pace_rate [-s BYTES] [-n MESSAGES] [-r EXPECTED_MBPS] [-t TOLERANCE] [-l LOW]
+ *             [-c CONCURRENT] [-g RANK:PVAR]...
  * -c K: additionally, K messages in flight at once (MPI_Isend / MPI_Irecv),
  * every one checked (exercises the receive window across transfers).
+ * -g R:NAME: the MPI_T counter NAME must be above 0 on rank R at the end (a
+ * figure the test is about, e.g. pml_gpuwire_window_deferrals); up to 4.
  * Rank 0 sends, rank 1 receives and answers with one byte at the end; rank 0
- * prints the rate and exits 1 when it is outside expected * (1 +- tolerance)
- * (no check when -r is 0). */
+ * prints the rate and fails when it is above expected * (1 + tolerance) or
+ * below expected * LOW (LOW defaults to 1 - tolerance; no check when -r is 0).
+ * Exit status 0 only when every check passed. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mpi_pvar.h"
 
 int main(int argc, char **argv)
 {
@@ -21,13 +27,33 @@ int main(int argc, char **argv)
     size_t bytes = (size_t)16 << 20;
     int messages = 4;
     double expect = 0, tol = 0.10;
-    int concurrent = 0;
+    double low = -1;
+    int concurrent = 0, npv = 0, pv_rank[4];
+    const char *pv_name[4];
     for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-l")) low = atof(argv[i + 1]);
+        if (!strcmp(argv[i], "-g") && npv < 4 && strchr(argv[i + 1], ':')) {
+            pv_rank[npv] = atoi(argv[i + 1]);
+            pv_name[npv++] = strchr(argv[i + 1], ':') + 1;
+        }
         if (!strcmp(argv[i], "-s")) bytes = (size_t)strtoull(argv[i + 1], NULL, 0);
         if (!strcmp(argv[i], "-n")) messages = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "-r")) expect = atof(argv[i + 1]);
         if (!strcmp(argv[i], "-t")) tol = atof(argv[i + 1]);
         if (!strcmp(argv[i], "-c")) concurrent = atoi(argv[i + 1]);
+    }
+    /* A counter handle counts from its allocation: opened now, read at the end. */
+    MPI_T_pvar_session pv_session = MPI_T_PVAR_SESSION_NULL;
+    MPI_T_pvar_handle pv_handle[4];
+    int pv_ok[4] = {0, 0, 0, 0}, provided = 0;
+    if (npv && MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS &&
+        MPI_T_pvar_session_create(&pv_session) == MPI_SUCCESS) {
+        for (int k = 0; k < npv; ++k) {
+            int idx = find_pvar(pv_name[k]), count = 0;
+            pv_ok[k] = rank == pv_rank[k] && idx >= 0 &&
+                       MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_handle[k], &count) ==
+                           MPI_SUCCESS;
+        }
     }
     if (size != 2) {
         if (rank == 0) fprintf(stderr, "pace_rate: needs exactly 2 ranks\n");
@@ -71,8 +97,9 @@ int main(int argc, char **argv)
                 printf("pace_rate: %d x %zu bytes in %.3f s: %.1f Mb/s", messages, bytes, secs,
                        mbps);
                 if (expect > 0) {
-                    printf(" (expected %.1f Mb/s +- %.0f%%)", expect, tol * 100);
-                    if (mbps < expect * (1 - tol) || mbps > expect * (1 + tol)) ++failures;
+                    if (low < 0) low = 1 - tol;
+                    printf(" (expected %.1f to %.1f Mb/s)", expect * low, expect * (1 + tol));
+                    if (mbps < expect * low || mbps > expect * (1 + tol)) ++failures;
                 }
                 printf("\n");
             }
@@ -106,6 +133,22 @@ int main(int argc, char **argv)
         }
         free(many);
         free(reqs);
+    }
+    for (int k = 0; k < npv; ++k) {
+        if (rank != pv_rank[k]) continue;
+        unsigned long long v = 0;
+        if (!pv_ok[k] || MPI_T_pvar_read(pv_session, pv_handle[k], &v) != MPI_SUCCESS) {
+            printf("pace_rate: rank %d: %s cannot be read\n", rank, pv_name[k]);
+            ++failures;
+            continue;
+        }
+        printf("pace_rate: rank %d: %s = %llu%s\n", rank, pv_name[k], v, v ? "" : " (expected > 0)");
+        if (!v) ++failures;
+        MPI_T_pvar_handle_free(pv_session, &pv_handle[k]);
+    }
+    if (pv_session != MPI_T_PVAR_SESSION_NULL) {
+        MPI_T_pvar_session_free(&pv_session);
+        MPI_T_finalize();
     }
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -209,8 +209,9 @@ gw_status_t Engine::start_pacing(std::string &why)
     clock_ = std::make_unique<pacing::SteadyClock>();
     pacing::PacerConfig pc;
     pc.rendezvous_threshold_bytes = 1; // every chunk of a paced transfer
-    pc.rate.line_rate_gbps = gbps;
-    pc.rate.min_rate_gbps = std::min(pc.rate.min_rate_gbps, gbps);
+    // DCQCN's constants scaled to the rate: any rate pml_gpuwire_pace_mbps
+    // allows (1 Mb/s up) is a valid configuration.
+    pc.rate = pacing::dcqcn_config_for_rate(gbps);
     std::string err;
     pacer_ = pacing::PortPacer::create(pc, *clock_, err);
     if (!pacer_) {

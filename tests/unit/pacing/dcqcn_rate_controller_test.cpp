@@ -1,5 +1,6 @@
 #include "gpuwire/pacing/dcqcn_rate_controller.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -197,4 +198,47 @@ TEST_CASE("a stale timestamp does not cut twice", "[pacing][dcqcn]") {
   c.on_congestion_notifications(1, 1'000 * us);
   c.on_congestion_notifications(1, 999 * us);  // earlier than the cut
   CHECK(c.stats().rate_cuts == 1);
+}
+
+TEST_CASE("DCQCN's constants are scaled to line rates below the reference",
+          "[pacing][dcqcn]") {
+  // pml_gpuwire_pace_mbps allows 1 Mb/s to 3.2 Tb/s: every such rate must
+  // give a configuration the controller accepts.
+  for (double mbps : {1.0, 39.0, 40.0, 99.0, 100.0, 199.0, 200.0, 1000.0, 99999.0, 100000.0,
+                      400000.0, 3200000.0}) {
+    const DcqcnConfig c = dcqcn_config_for_rate(mbps / 1000.0);
+    INFO(mbps << " Mb/s");
+    CHECK(check_dcqcn_config(c).empty());
+    CHECK(c.line_rate_gbps == mbps / 1000.0);
+    const double scale = std::min(1.0, c.line_rate_gbps / kDcqcnReferenceGbps);
+    CHECK(c.additive_increase_gbps == Approx(0.04 * scale));
+    CHECK(c.hyper_increase_gbps == Approx(0.2 * scale));
+    CHECK(c.min_rate_gbps == Approx(0.1 * scale));
+    CHECK(c.min_rate_gbps < c.line_rate_gbps);  // a cut can lower the rate
+  }
+  // The unscaled constants are what refused 1-199 Mb/s.
+  DcqcnConfig raw;
+  raw.line_rate_gbps = 0.199;
+  raw.min_rate_gbps = 0.001;
+  CHECK(check_dcqcn_config(raw).find("hyper_increase_gbps") != std::string::npos);
+}
+
+TEST_CASE("a scaled controller recovers in the same steps as at the reference rate",
+          "[pacing][dcqcn]") {
+  // The same CNP then quiet time at 1 Mb/s and at 100 Gb/s: the rates stay in
+  // proportion at every step, so the recovery has the same shape.
+  DcqcnRateController slow = make(dcqcn_config_for_rate(0.001));
+  DcqcnRateController ref = make(dcqcn_config_for_rate(kDcqcnReferenceGbps));
+  slow.on_congestion_notifications(1, 10 * us);
+  ref.on_congestion_notifications(1, 10 * us);
+  REQUIRE(slow.current_rate_gbps() < 0.001);
+  for (std::uint64_t t = 10 * us; t < 20'000 * us; t += 60 * us) {
+    slow.advance(t);
+    ref.advance(t);
+    REQUIRE(slow.current_rate_gbps() / 0.001 ==
+            Approx(ref.current_rate_gbps() / kDcqcnReferenceGbps).epsilon(1e-6));
+  }
+  CHECK(slow.stats().additive_steps == ref.stats().additive_steps);
+  CHECK(slow.stats().additive_steps > 0);
+  CHECK(slow.current_rate_gbps() == Approx(0.001));
 }

@@ -60,6 +60,18 @@ std::string check_dcqcn_config(const DcqcnConfig& c) {
   return {};
 }
 
+DcqcnConfig dcqcn_config_for_rate(double line_rate_gbps, const DcqcnConfig& base) {
+  DcqcnConfig c = base;
+  c.line_rate_gbps = line_rate_gbps;
+  if (line_rate_gbps > 0.0 && line_rate_gbps < kDcqcnReferenceGbps) {
+    const double scale = line_rate_gbps / kDcqcnReferenceGbps;
+    c.min_rate_gbps *= scale;
+    c.additive_increase_gbps *= scale;
+    c.hyper_increase_gbps *= scale;
+  }
+  return c;
+}
+
 std::optional<DcqcnRateController> DcqcnRateController::create(const DcqcnConfig& config,
                                                                std::uint64_t now_ns,
                                                                std::string& error) {

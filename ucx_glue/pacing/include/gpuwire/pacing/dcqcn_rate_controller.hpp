@@ -50,6 +50,20 @@ struct DcqcnConfig {
 // Empty when every field is in range, else one line naming the first bad one.
 std::string check_dcqcn_config(const DcqcnConfig& config);
 
+// The line rate the constants above were chosen for. DCQCN's steps are
+// absolute (40 Mb/s additive, 200 Mb/s hyper, 100 Mb/s floor): right from
+// this rate up, but above the line rate itself below 200 Mb/s, and a floor
+// at or above the line rate means no cut at all.
+inline constexpr double kDcqcnReferenceGbps = 100.0;
+
+// `base` for a port of `line_rate_gbps`. The rule: below the reference rate,
+// min_rate_gbps, additive_increase_gbps and hyper_increase_gbps are scaled by
+// line_rate_gbps / kDcqcnReferenceGbps, so a cut and its recovery take the
+// same number of steps, and the same share of the line rate, at any rate; at
+// or above it they stay as given. Every line rate in (0, 3200] then passes
+// check_dcqcn_config() (when `base` does at the reference rate).
+DcqcnConfig dcqcn_config_for_rate(double line_rate_gbps, const DcqcnConfig& base = {});
+
 class DcqcnRateController {
  public:
   struct Stats {
