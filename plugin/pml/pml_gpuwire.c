@@ -122,6 +122,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.recv_window_bytes = mca_pml_gpuwire_params.recv_window_bytes;
     p.staged_chunked = mca_pml_gpuwire_params.staged_chunked ? 1 : 0;
     p.pace_auto = mca_pml_gpuwire_params.pace_auto ? 1 : 0;
+    p.roce_apply = mca_pml_gpuwire_params.roce_apply ? 1 : 0;
     p.pace_poll_us = (unsigned)mca_pml_gpuwire_params.pace_poll_us;
     p.ipc_cache_entries = mca_pml_gpuwire_params.ipc_cache_entries;
     p.ipc_cache_bytes = mca_pml_gpuwire_params.ipc_cache_bytes;

@@ -54,6 +54,7 @@ typedef struct {
     bool staged_chunked;      /* staged device memory as a chunked transfer */
     bool pace_auto;           /* pace at the RoCE port's rate when pace_mbps is 0 */
     size_t pace_poll_us;      /* CNP counter polling period */
+    bool roce_apply;          /* the chosen RoCE GID index and traffic class go to UCX */
     size_t ipc_cache_entries;
     size_t ipc_cache_bytes;
     size_t pinned_bounce_bytes; /* pinned whole-message staging buffers kept; 0: none */

@@ -80,6 +80,9 @@ static const gw_param_t params[] = {
           "active RoCE port found (none: no pacing)"),
     PSIZE(pace_poll_us, 100, 1, 1000000, 5,
           "Microseconds between reads of the RoCE port's CNP counter", NULL),
+    PBOOL(roce_apply, false, 5,
+          "1: hand the RoCEv2 GID index and traffic class gpuwire chooses to UCX "
+          "(UCX_IB_GID_INDEX, UCX_IB_TRAFFIC_CLASS; never over the user's); 0: only log them"),
     PSIZE(pinned_bounce_bytes, 256 << 20, 0, (int64_t)1 << 40, 5,
           "Pinned host memory kept for device messages staged whole through host memory, at "
           "most this many bytes; 0: none",

@@ -84,7 +84,9 @@ def main():
         sys.exit(f"{args.doc} lacks the markers {BEGIN!r} ... {END!r}")
     head, rest = doc.split(BEGIN, 1)
     current, tail = rest.split(END, 1)
-    if args.write:
+    if args.write and failures:
+        print(f"not writing {args.doc}")
+    elif args.write:
         with open(args.doc, "w") as fh:
             fh.write(f"{head}{BEGIN}\n{generated}{END}{tail}")
         print(f"wrote {args.doc}")
