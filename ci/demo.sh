@@ -89,7 +89,7 @@ awk -v ref="$REF" '
                 g = v["g", s, sz[i]]; r = v["r", s, sz[i]]
                 # (bandwidth of 8-byte messages rounds to 0.00x GB/s: no ratio there)
                 if (g == "" || r == "" || r + 0 < 0.01 || g + 0 < 0.01) continue
-                printf "  %-10s %8s B: gpuwire %9.3f %-4s  %s %9.3f %-4s  ratio %.2f\n",
+                printf "  %-10s %8s B: gpuwire %9.3f %-4s  %s %9.3f %-4s  ratio %.3g\n",
                        name[s], sz[i], g, unit[s], ref, r, unit[s], g / r
             }
         }
