@@ -168,6 +168,7 @@ typedef struct {
     opal_mutex_t windows_lock;
     bool progress_registered;
     int ngpus;            /* > 0 once the device layer opened */
+    bool device_tried;    /* the device layer's opening was attempted */
 } gw_osc_component_t;
 
 extern gw_osc_component_t mca_osc_gpuwire_component;

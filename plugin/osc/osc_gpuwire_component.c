@@ -131,15 +131,21 @@ static int component_init(bool progress_threads, bool mpi_threads)
     OBJ_CONSTRUCT(&c->windows, opal_list_t);
     OBJ_CONSTRUCT(&c->windows_lock, opal_mutex_t);
     c->ngpus = 0;
-    if (c->device) {
-        char why[256] = "";
-        int n = gw_osc_dev_open(why, sizeof(why));
-        c->ngpus = n > 0 ? n : 0;
-        opal_output_verbose(1, c->output, "osc:gpuwire: %s%s",
-                            n > 0 ? "device windows on" : "host windows only: ",
-                            n > 0 ? "" : why);
-    }
+    c->device_tried = false;
     return OMPI_SUCCESS;
+}
+
+/* The device layer opens with the first window, not at MPI_Init: jobs that
+ * never create a window pay nothing for it. */
+static void device_open_once(gw_osc_component_t *c)
+{
+    if (c->device_tried || !c->device) return;
+    c->device_tried = true;
+    char why[256] = "";
+    int n = gw_osc_dev_open(why, sizeof(why));
+    c->ngpus = n > 0 ? n : 0;
+    opal_output_verbose(1, c->output, "osc:gpuwire: %s%s",
+                        n > 0 ? "device windows on" : "host windows only: ", n > 0 ? "" : why);
 }
 
 static int component_finalize(void)
@@ -199,6 +205,9 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
 {
     (void)info;
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    opal_mutex_lock(&c->windows_lock);
+    device_open_once(c);
+    opal_mutex_unlock(&c->windows_lock);
     gw_osc_module_t *m = calloc(1, sizeof(*m));
     if (m == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     m->super = module_template;
