@@ -32,6 +32,7 @@ static void exclusive_counter(void)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (mt_rank == 0) MT_CHECK_EQ(*mem, (int64_t)ROUNDS * mt_size);
+    MPI_Barrier(MPI_COMM_WORLD); /* read before anyone adds more */
     /* Shared locks held by every rank at once, NOCHECK beside them. */
     MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
     int64_t one = 1, got = -1;
