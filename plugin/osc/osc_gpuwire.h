@@ -50,7 +50,7 @@ enum {
     GW_OSC_POST,       /* PSCW: the target's exposure epoch is open */
     GW_OSC_REPLY,      /* id: the origin's pending get; payload: data */
     GW_OSC_GRANT,      /* lock granted */
-    GW_OSC_ACK,        /* unlock or flush done */
+    GW_OSC_ACK,        /* unlock or flush done; count: the origin's ops applied */
 };
 
 typedef struct {
@@ -132,7 +132,8 @@ typedef struct gw_osc_module {
     uint64_t *complete_want; /* PSCW: count of the origin's COMPLETE, else UINT64_MAX */
     int *posts;            /* POSTs received from each rank, not yet consumed */
     int *grants;           /* grants received from each target, not consumed */
-    int *acks;             /* acks received from each target, not consumed */
+    uint64_t *acked;       /* per target: its operations applied, as last acknowledged */
+    int *unlocks;          /* unlock acknowledgements from each target, not consumed */
 
     /* Target lock state: > 0 shared holders, -1 exclusive. */
     int lock_state;
@@ -181,6 +182,8 @@ int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void 
 int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count);
 /* Polls (and progresses) until *flag becomes nonzero. */
 void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
+/* Polls until target has acknowledged applying every operation sent to it. */
+void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want);
 void gw_osc_wait_pending(gw_osc_module_t *m);
 void gw_osc_wait_sends(gw_osc_module_t *m);
 void gw_osc_grant_waiters(gw_osc_module_t *m);

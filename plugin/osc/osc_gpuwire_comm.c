@@ -105,7 +105,8 @@ static void handle(gw_osc_module_t *m, int peer, const char *buf, size_t len)
         m->grants[peer]++;
         break;
     case GW_OSC_ACK:
-        m->acks[peer]++;
+        if (h->count > m->acked[peer]) m->acked[peer] = h->count;
+        if (h->aux) m->unlocks[peer]++;
         break;
     default:
         opal_output(0, "osc:gpuwire: unknown message kind %u from rank %d dropped", h->kind,
@@ -185,6 +186,18 @@ void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least)
         gw_osc_poll(m);
         opal_mutex_unlock(&m->lock);
         if (*counter >= at_least) break;
+        opal_progress();
+    }
+}
+
+void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want)
+{
+    for (;;) {
+        opal_mutex_lock(&m->lock);
+        gw_osc_poll(m);
+        bool done = m->acked[target] >= want;
+        opal_mutex_unlock(&m->lock);
+        if (done) return;
         opal_progress();
     }
 }

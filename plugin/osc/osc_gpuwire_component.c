@@ -187,7 +187,8 @@ static void module_release(gw_osc_module_t *m)
     free(m->complete_want);
     free(m->posts);
     free(m->grants);
-    free(m->acks);
+    free(m->acked);
+    free(m->unlocks);
     free(m->waiters);
     free(m->locked);
     free(m->start_ranks);
@@ -237,10 +238,11 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
     m->complete_want = calloc(n, sizeof(uint64_t));
     m->posts = calloc(n, sizeof(int));
     m->grants = calloc(n, sizeof(int));
-    m->acks = calloc(n, sizeof(int));
+    m->acked = calloc(n, sizeof(uint64_t));
+    m->unlocks = calloc(n, sizeof(int));
     m->locked = calloc(n, sizeof(int));
     if (!m->sent || !m->applied || !m->flush_want || !m->flush_kind || !m->complete_want ||
-        !m->posts || !m->grants || !m->acks || !m->locked) {
+        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->locked) {
         module_release(m);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }

@@ -81,7 +81,8 @@ void gw_osc_check_flushes(gw_osc_module_t *m, int origin)
         m->lock_state = m->lock_state < 0 ? 0 : m->lock_state - 1;
         gw_osc_grant_waiters(m);
     }
-    gw_osc_send_ctl(m, origin, GW_OSC_ACK, 0, 0);
+    /* aux 1: this acknowledges an unlock. */
+    gw_osc_send_ctl(m, origin, GW_OSC_ACK, (kind & 0xff) == GW_OSC_UNLOCK, m->applied[origin]);
 }
 
 /* ---- fence ------------------------------------------------------------- */
@@ -248,11 +249,27 @@ int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
     return OMPI_SUCCESS;
 }
 
+/* The target acknowledges an unlock once it has applied every operation
+ * sent before it and released the lock: unlock waits for that
+ * acknowledgement, so no message of the epoch is still on its way when the
+ * window is freed. */
 static void unlock_send(gw_osc_module_t *m, int target)
 {
     opal_mutex_lock(&m->lock);
-    gw_osc_send_ctl(m, target, GW_OSC_UNLOCK, (m->locked[target] & 4) ? 1 : 0, m->sent[target]);
+    gw_osc_send_ctl(m, target, GW_OSC_UNLOCK, (m->locked[target] & 4) ? 1 : 0,
+                    m->sent[target]);
     opal_mutex_unlock(&m->lock);
+}
+
+/* Returns the count the acknowledgement must reach; sends a flush only when
+ * operations are unacknowledged. */
+static uint64_t flush_send(gw_osc_module_t *m, int target)
+{
+    opal_mutex_lock(&m->lock);
+    uint64_t want = m->sent[target];
+    if (m->acked[target] < want) gw_osc_send_ctl(m, target, GW_OSC_FLUSH, 0, want);
+    opal_mutex_unlock(&m->lock);
+    return want;
 }
 
 int gw_osc_unlock(int target, ompi_win_t *win)
@@ -262,7 +279,7 @@ int gw_osc_unlock(int target, ompi_win_t *win)
         return OMPI_ERR_RMA_SYNC;
     }
     unlock_send(m, target);
-    wait_one(m, m->acks, target);
+    wait_one(m, m->unlocks, target);
     gw_osc_wait_pending(m);
     m->locked[target] = 0;
     return OMPI_SUCCESS;
@@ -292,7 +309,7 @@ int gw_osc_unlock_all(ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (!m->lock_all) return OMPI_ERR_RMA_SYNC;
     for (int t = 0; t < m->size; t++) unlock_send(m, t);
-    for (int t = 0; t < m->size; t++) wait_one(m, m->acks, t);
+    for (int t = 0; t < m->size; t++) wait_one(m, m->unlocks, t);
     gw_osc_wait_pending(m);
     for (int t = 0; t < m->size; t++) m->locked[t] = 0;
     m->lock_all = false;
@@ -314,10 +331,7 @@ int gw_osc_flush(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
     if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
-    opal_mutex_lock(&m->lock);
-    gw_osc_send_ctl(m, target, GW_OSC_FLUSH, 0, m->sent[target]);
-    opal_mutex_unlock(&m->lock);
-    wait_one(m, m->acks, target);
+    gw_osc_wait_acked(m, target, flush_send(m, target));
     gw_osc_wait_pending(m);
     return OMPI_SUCCESS;
 }
@@ -325,14 +339,15 @@ int gw_osc_flush(int target, ompi_win_t *win)
 int gw_osc_flush_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
-    opal_mutex_lock(&m->lock);
+    uint64_t *want = calloc(m->size, sizeof(*want));
+    if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) {
-        if (m->locked[t] || m->lock_all) gw_osc_send_ctl(m, t, GW_OSC_FLUSH, 0, m->sent[t]);
+        if (m->locked[t] || m->lock_all) want[t] = flush_send(m, t);
     }
-    opal_mutex_unlock(&m->lock);
     for (int t = 0; t < m->size; t++) {
-        if (m->locked[t] || m->lock_all) wait_one(m, m->acks, t);
+        if (want[t]) gw_osc_wait_acked(m, t, want[t]);
     }
+    free(want);
     gw_osc_wait_pending(m);
     return OMPI_SUCCESS;
 }
