@@ -172,6 +172,18 @@ typedef struct {
     bool device_tried;    /* the device layer's opening was attempted */
 } gw_osc_component_t;
 
+#ifdef GW_OSC_FAKE_DEVICE
+/* The test build over a simulated GPU (tests/mpi_coll/fake_device.c) loads
+ * as osc "gpuwirefake" beside the real component, only where a test names it
+ * and raises its priority. */
+#define mca_osc_gpuwire_component mca_osc_gpuwirefake_component
+#define GW_OSC_COMPONENT_NAME "gpuwirefake"
+#define GW_OSC_DEFAULT_PRIORITY -1
+#else
+#define GW_OSC_COMPONENT_NAME "gpuwire"
+#define GW_OSC_DEFAULT_PRIORITY 5
+#endif
+
 extern gw_osc_component_t mca_osc_gpuwire_component;
 
 /* osc_gpuwire_comm.c */

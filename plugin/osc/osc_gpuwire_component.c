@@ -32,7 +32,7 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
     .super = {
         .osc_version = {
             OMPI_OSC_BASE_VERSION_3_0_0,
-            .mca_component_name = "gpuwire",
+            .mca_component_name = GW_OSC_COMPONENT_NAME,
             MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
             .mca_register_component_params = component_register,
         },
@@ -42,7 +42,7 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
         .osc_select = component_select,
         .osc_finalize = component_finalize,
     },
-    .priority = 5,
+    .priority = GW_OSC_DEFAULT_PRIORITY,
     .verbose = 0,
     .output = -1,
     .device = true,
