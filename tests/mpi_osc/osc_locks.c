@@ -1,9 +1,10 @@
 /*
  * osc gpuwire beyond osc_rma: exclusive locks queue (every rank increments
  * one counter with Get, flush, Put under an exclusive lock: only mutual
- * exclusion makes the total exact), MPI_MODE_NOCHECK, MPI_Win_test, and
- * transfers of 4 MiB (above every pml's eager limit) with fence and lock,
- * through vector types too.
+ * exclusion makes the total exact), MPI_MODE_NOCHECK, MPI_Win_test,
+ * synchronisation calls out of place (MPI_ERR_RMA_SYNC), and transfers of
+ * 4 MiB (above every pml's eager limit) with fence and lock, through vector
+ * types too.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,10 +16,12 @@
 
 static void exclusive_counter(void)
 {
-    int64_t *mem;
+    /* Created, not allocated: without --mca osc, osc/sm would take an
+     * allocated window on one node. */
+    static int64_t mem[1];
     MPI_Win win;
-    MT_CHECK_MPI(MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                                  MPI_COMM_WORLD, &mem, &win));
+    MT_CHECK_MPI(MPI_Win_create(mem, sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
+                                MPI_COMM_WORLD, &win));
     *mem = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < ROUNDS; i++) {
@@ -44,6 +47,19 @@ static void exclusive_counter(void)
     MT_CHECK_MPI(MPI_Get(&got, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win));
     MT_CHECK_MPI(MPI_Win_unlock(0, win));
     MT_CHECK_EQ(got, (int64_t)ROUNDS * mt_size + mt_size);
+    /* Synchronisation out of place: an error, not a hang or a crash. */
+    int cls = 0;
+    MT_CHECK_MPI(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MPI_Error_class(MPI_Win_unlock(0, win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_SYNC);
+    MPI_Error_class(MPI_Win_complete(win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_SYNC);
+    MPI_Error_class(MPI_Win_flush(0, win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_SYNC);
+    MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+    MPI_Error_class(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_SYNC);
+    MT_CHECK_MPI(MPI_Win_unlock(0, win));
     MT_CHECK_MPI(MPI_Win_free(&win));
 }
 
