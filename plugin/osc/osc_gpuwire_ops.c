@@ -23,6 +23,14 @@ static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_
     size_t cap = 8, n = 0;
     gw_osc_block_t *b = malloc(cap * sizeof(*b));
     if (b == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (ompi_datatype_is_contiguous_memory_layout(dt, count)) {
+        /* The common case, without a convertor: one block. */
+        b[0].off = dt->super.true_lb;
+        b[0].len = (uint64_t)count * dt->super.size;
+        *out = b;
+        *nout = b[0].len ? 1 : 0;
+        return OMPI_SUCCESS;
+    }
     OBJ_CONSTRUCT(&conv, opal_convertor_t);
     int rc = opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &dt->super,
                                                       count, fake, 0, &conv);
@@ -66,6 +74,7 @@ static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_
 /* The predefined type a datatype is made of (accumulates allow one). */
 static MPI_Datatype element_type(MPI_Datatype dt)
 {
+    if (ompi_datatype_is_predefined(dt)) return dt;
     int ni, na, nd, combiner;
     PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
     if (combiner == MPI_COMBINER_NAMED) return dt;
