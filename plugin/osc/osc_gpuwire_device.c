@@ -15,7 +15,8 @@ static void dev_log(int level, const char *msg)
 
 int gw_osc_dev_open(char *why, size_t why_len)
 {
-    gw_coll_device_params_t p = {.staging_bytes = (size_t)64 << 20, .log = dev_log};
+    /* No pinned staging: this component stages through its own messages. */
+    gw_coll_device_params_t p = {.staging_bytes = 0, .log = dev_log};
     int n = gw_coll_device_open(&p, why, why_len);
     ngpus = n > 0 ? n : 0;
     return n;
