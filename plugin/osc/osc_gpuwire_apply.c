@@ -59,6 +59,9 @@ static int combine(char *dst, const char *src, size_t len, MPI_Datatype type, MP
     if (tsize <= 0 || len % tsize) return -1;
     char *host = dst;
     if (gpu >= 0) {
+        int done = gw_osc_dev_reduce(dst, src, len, type, op, gpu);
+        if (done != 0) return done > 0 ? 0 : -1;
+        /* No kernel for it: through host memory. */
         host = malloc(len);
         if (host == NULL || gw_osc_dev_copy(host, dst, len, gpu) != 0) {
             free(host);
