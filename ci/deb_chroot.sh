@@ -114,7 +114,8 @@ case ", $DEPENDS," in
 esac
 PKGLIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
 dpkg-deb -c "$DEB" | awk '{ print $NF }' | sed 's|^\./|/|' >"$TMP/contents"
-for f in "$PKGLIB/mca_pml_gpuwire.so" "$PKGLIB/mca_coll_gpuwire.so" /usr/bin/gpuwire-info; do
+for f in "$PKGLIB/mca_pml_gpuwire.so" "$PKGLIB/mca_coll_gpuwire.so" "$PKGLIB/mca_osc_gpuwire.so" \
+         /usr/bin/gpuwire-info; do
     grep -qx "$f" "$TMP/contents" || fail "the package lacks $f"
 done
 PRELOAD=$(grep '/libgpuwire_cuda_aware\.so$' "$TMP/contents" | head -1)
@@ -254,6 +255,7 @@ say "runs: $(( $(now) - t )) s"
 # ---------------------------------------------------------------------------
 in_chroot "$R" "apt-get remove -y -q gpuwire" >"$TMP/remove.log" 2>&1 || fail "apt-get remove gpuwire failed"
 if [ -e "$R$CPKGLIB/mca_pml_gpuwire.so" ] || [ -e "$R$CPKGLIB/mca_coll_gpuwire.so" ] ||
+        [ -e "$R$CPKGLIB/mca_osc_gpuwire.so" ] ||
         in_chroot "$R" "ompi_info" 2>&1 | grep -q ' gpuwire '; then
     fail "after apt-get remove gpuwire, Open MPI still finds gpuwire"
 else

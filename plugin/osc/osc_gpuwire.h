@@ -1,0 +1,250 @@
+/*
+ * osc/gpuwire: MPI one-sided communication as active messages over the
+ * point-to-point layer (whatever the pml), on host and device windows.
+ *
+ * Every window duplicates its communicator, so its messages never match the
+ * application's. Every message (operation, request, reply) is one send on
+ * GW_OSC_TAG of that communicator: a gw_osc_hdr_t, the target's layout when
+ * it is not contiguous, then the payload. The receiving side finds messages
+ * with a matched probe from its progress callback, receives them into a
+ * buffer of their size and handles them strictly in arrival order, one at a
+ * time per window: that gives the per-element atomicity of the accumulate
+ * family from every origin and the ordering MPI asks of one origin.
+ *
+ * Completion is by counts: an origin counts the operations it sent to each
+ * target, the target counts those it applied from each origin; fence,
+ * complete/wait, unlock and flush carry the origin's count and end once the
+ * target has applied that many.
+ */
+#ifndef OSC_GPUWIRE_H
+#define OSC_GPUWIRE_H
+
+#include "ompi_config.h"
+#include "gpuwire_compat.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/group/group.h"
+#include "ompi/mca/osc/osc.h"
+#include "ompi/request/request.h"
+#include "ompi/win/win.h"
+#include "opal/class/opal_list.h"
+#include "opal/threads/mutex.h"
+
+#define GW_OSC_TAG 4242
+
+/* Message kinds. */
+enum {
+    GW_OSC_PUT = 1,
+    GW_OSC_GET,        /* reply: the target's data */
+    GW_OSC_ACC,
+    GW_OSC_GACC,       /* reply: the target's data before the op */
+    GW_OSC_CAS,        /* payload: origin value then compare value; reply: old */
+    GW_OSC_LOCK,       /* lock_type in aux */
+    GW_OSC_UNLOCK,     /* count: the ops sent; acknowledged once applied */
+    GW_OSC_FLUSH,      /* count: the ops sent; acknowledged once applied */
+    GW_OSC_COMPLETE,   /* PSCW: the ops sent in the access epoch */
+    GW_OSC_POST,       /* PSCW: the target's exposure epoch is open */
+    GW_OSC_REPLY,      /* id: the origin's pending get; payload: data */
+    GW_OSC_GRANT,      /* lock granted */
+    GW_OSC_ACK,        /* unlock or flush done; count: the origin's ops applied */
+};
+
+typedef struct {
+    uint32_t kind;
+    int32_t aux;      /* lock type */
+    int32_t op;       /* Fortran handle of the predefined op */
+    int32_t type;     /* Fortran handle of the predefined element type */
+    uint32_t nblocks; /* target layout blocks that follow; 0: contiguous */
+    uint32_t pad;
+    int64_t disp;     /* target displacement (units of the target's disp_unit) */
+    uint64_t bytes;   /* bytes of the target layout (= payload of put/acc) */
+    uint64_t count;   /* completion count; reply id */
+} gw_osc_hdr_t;
+
+typedef struct {
+    int64_t off;      /* from the target address */
+    uint64_t len;
+} gw_osc_block_t;
+
+/* A region of a dynamic window. */
+typedef struct {
+    char *base;
+    size_t len;
+    int gpu; /* -1: host memory */
+} gw_osc_region_t;
+
+/* An origin's get (or get-accumulate, CAS): where its reply goes. */
+typedef struct gw_osc_pending {
+    opal_list_item_t super;
+    uint64_t id;
+    void *addr;
+    int count;
+    ompi_datatype_t *dt;
+    MPI_Request greq; /* Rget's request, completed with the reply; or NULL */
+    bool done;
+} gw_osc_pending_t;
+OBJ_CLASS_DECLARATION(gw_osc_pending_t);
+
+/* A message being received or sent. */
+typedef struct gw_osc_msg {
+    opal_list_item_t super;
+    ompi_request_t *req;
+    char *buf;
+    size_t len;
+    int peer;
+} gw_osc_msg_t;
+OBJ_CLASS_DECLARATION(gw_osc_msg_t);
+
+typedef struct {
+    int origin;
+    int type;
+} gw_osc_waiter_t;
+
+typedef struct gw_osc_module {
+    ompi_osc_base_module_t super;
+    opal_list_item_t link; /* in the component's list of windows */
+    ompi_win_t *win;
+    ompi_communicator_t *comm; /* private duplicate */
+    int rank, size;
+    int flavor;
+    char *base;
+    size_t win_size;
+    int disp_unit;
+    int win_gpu;           /* -1: host memory */
+    bool free_base;        /* ALLOCATE: ours */
+    gw_osc_region_t *regions; /* DYNAMIC */
+    int nregions, cap_regions;
+
+    opal_mutex_t lock;     /* everything below; trylock by progress */
+    opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
+    opal_list_t outgoing;  /* gw_osc_msg_t, sends in flight */
+    opal_list_t pending;   /* gw_osc_pending_t: replies awaited */
+    uint64_t next_id;
+
+    uint64_t *sent;        /* ops sent to each target, ever */
+    uint64_t *applied;     /* ops applied from each origin, ever */
+    uint64_t *flush_want;  /* per origin: ack when applied reaches it (0: none) */
+    int *flush_kind;       /* GW_OSC_UNLOCK / GW_OSC_FLUSH of that request */
+    uint64_t *complete_want; /* PSCW: count of the origin's COMPLETE, else UINT64_MAX */
+    int *posts;            /* POSTs received from each rank, not yet consumed */
+    int *grants;           /* grants received from each target, not consumed */
+    uint64_t *acked;       /* per target: its operations applied, as last acknowledged */
+    int *unlocks;          /* unlock acknowledgements from each target, not consumed */
+
+    /* Target lock state: > 0 shared holders, -1 exclusive. */
+    int lock_state;
+    gw_osc_waiter_t *waiters;
+    int nwaiters, cap_waiters;
+
+    /* Origin epochs. */
+    int *locked;           /* lock type held on each target, 0: none */
+    bool lock_all;
+    ompi_group_t *start_group;
+    int *start_ranks;      /* comm ranks of start_group */
+    int nstart;
+    ompi_group_t *post_group;
+    int *post_ranks;
+    int npost;
+} gw_osc_module_t;
+
+/* The module from its link in the component's list of windows. */
+static inline gw_osc_module_t *gw_osc_from_link(opal_list_item_t *item)
+{
+    return (gw_osc_module_t *)((char *)item - offsetof(gw_osc_module_t, link));
+}
+
+#define GW_OSC(win) ((gw_osc_module_t *)(win)->w_osc_module)
+
+typedef struct {
+    ompi_osc_base_component_t super;
+    int priority;
+    int verbose;
+    int output;
+    bool device;          /* GPU windows and origin buffers through the cuda layer */
+    opal_list_t windows;
+    opal_mutex_t windows_lock;
+    bool progress_registered;
+    int ngpus;            /* > 0 once the device layer opened */
+    bool device_tried;    /* the device layer's opening was attempted */
+} gw_osc_component_t;
+
+#ifdef GW_OSC_FAKE_DEVICE
+/* The test build over a simulated GPU (tests/mpi_coll/fake_device.c) loads
+ * as osc "gpuwirefake" beside the real component, only where a test names it
+ * and raises its priority. */
+#define mca_osc_gpuwire_component mca_osc_gpuwirefake_component
+#define GW_OSC_COMPONENT_NAME "gpuwirefake"
+#define GW_OSC_DEFAULT_PRIORITY -1
+#else
+#define GW_OSC_COMPONENT_NAME "gpuwire"
+#define GW_OSC_DEFAULT_PRIORITY 5
+#endif
+
+extern gw_osc_component_t mca_osc_gpuwire_component;
+
+/* osc_gpuwire_comm.c */
+int gw_osc_progress(void);
+int gw_osc_poll(gw_osc_module_t *m);
+int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void *blocks,
+                size_t blocks_len, const void *payload, size_t payload_len);
+int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count);
+/* Polls (and progresses) until *flag becomes nonzero. */
+void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
+/* Polls until target has acknowledged applying every operation sent to it. */
+void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want);
+void gw_osc_wait_pending(gw_osc_module_t *m);
+void gw_osc_wait_sends(gw_osc_module_t *m);
+void gw_osc_grant_waiters(gw_osc_module_t *m);
+
+/* osc_gpuwire_ops.c */
+int gw_osc_put(const void *, int, ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
+               ompi_win_t *);
+int gw_osc_get(void *, int, ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
+               ompi_win_t *);
+int gw_osc_accumulate(const void *, int, ompi_datatype_t *, int, ptrdiff_t, int,
+                      ompi_datatype_t *, struct ompi_op_t *, ompi_win_t *);
+int gw_osc_compare_and_swap(const void *, const void *, void *, ompi_datatype_t *, int,
+                            ptrdiff_t, ompi_win_t *);
+int gw_osc_fetch_and_op(const void *, void *, ompi_datatype_t *, int, ptrdiff_t, struct ompi_op_t *,
+                        ompi_win_t *);
+int gw_osc_get_accumulate(const void *, int, ompi_datatype_t *, void *, int, ompi_datatype_t *,
+                          int, ptrdiff_t, int, ompi_datatype_t *, struct ompi_op_t *, ompi_win_t *);
+int gw_osc_rput(const void *, int, ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
+                ompi_win_t *, ompi_request_t **);
+int gw_osc_rget(void *, int, ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
+                ompi_win_t *, ompi_request_t **);
+int gw_osc_raccumulate(const void *, int, ompi_datatype_t *, int, ptrdiff_t, int,
+                       ompi_datatype_t *, struct ompi_op_t *, ompi_win_t *, ompi_request_t **);
+int gw_osc_rget_accumulate(const void *, int, ompi_datatype_t *, void *, int,
+                           ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
+                           struct ompi_op_t *, ompi_win_t *, ompi_request_t **);
+/* Target side: apply one received operation (any kind up to GW_OSC_CAS). */
+void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body);
+/* Origin side: a reply for a pending get. */
+void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
+
+/* osc_gpuwire_sync.c */
+int gw_osc_fence(int, ompi_win_t *);
+int gw_osc_start(ompi_group_t *, int, ompi_win_t *);
+int gw_osc_complete(ompi_win_t *);
+int gw_osc_post(ompi_group_t *, int, ompi_win_t *);
+int gw_osc_wait(ompi_win_t *);
+int gw_osc_test(ompi_win_t *, int *);
+int gw_osc_lock(int, int, int, ompi_win_t *);
+int gw_osc_unlock(int, ompi_win_t *);
+int gw_osc_lock_all(int, ompi_win_t *);
+int gw_osc_unlock_all(ompi_win_t *);
+int gw_osc_sync(ompi_win_t *);
+int gw_osc_flush(int, ompi_win_t *);
+int gw_osc_flush_all(ompi_win_t *);
+int gw_osc_flush_local(int, ompi_win_t *);
+int gw_osc_flush_local_all(ompi_win_t *);
+/* Target side: a lock request; an unlock or flush whose count is reached. */
+void gw_osc_lock_request(gw_osc_module_t *m, int origin, int type);
+void gw_osc_check_flushes(gw_osc_module_t *m, int origin);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * osc/gpuwire's messages: sends, the progress callback that finds and
+ * receives incoming messages, and their handling in arrival order.
+ */
+#include "osc_gpuwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/message/message.h"
+#include "ompi/mca/pml/pml.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+static void msg_construct(gw_osc_msg_t *msg)
+{
+    msg->req = NULL;
+    msg->buf = NULL;
+    msg->len = 0;
+    msg->peer = -1;
+}
+
+static void msg_destruct(gw_osc_msg_t *msg)
+{
+    if (msg->req != NULL) ompi_request_free(&msg->req);
+    free(msg->buf);
+}
+
+OBJ_CLASS_INSTANCE(gw_osc_msg_t, opal_list_item_t, msg_construct, msg_destruct);
+OBJ_CLASS_INSTANCE(gw_osc_pending_t, opal_list_item_t, NULL, NULL);
+
+/* Caller holds m->lock. The message is copied: the caller's buffers are
+ * free again on return (local completion at once). */
+int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void *blocks,
+                size_t blocks_len, const void *payload, size_t payload_len)
+{
+    gw_osc_msg_t *msg = OBJ_NEW(gw_osc_msg_t);
+    if (msg == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    msg->len = sizeof(*h) + blocks_len + payload_len;
+    msg->buf = malloc(msg->len);
+    if (msg->buf == NULL) {
+        OBJ_RELEASE(msg);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    memcpy(msg->buf, h, sizeof(*h));
+    if (blocks_len) memcpy(msg->buf + sizeof(*h), blocks, blocks_len);
+    if (payload_len) memcpy(msg->buf + sizeof(*h) + blocks_len, payload, payload_len);
+    msg->peer = peer;
+    int rc = MCA_PML_CALL(isend(msg->buf, msg->len, MPI_BYTE, peer, GW_OSC_TAG,
+                                MCA_PML_BASE_SEND_STANDARD, m->comm, &msg->req));
+    if (rc != OMPI_SUCCESS) {
+        opal_output(0, "osc:gpuwire: send of %zu bytes to rank %d failed (%d)", msg->len, peer,
+                    rc);
+        msg->req = NULL;
+        OBJ_RELEASE(msg);
+        return rc;
+    }
+    opal_list_append(&m->outgoing, &msg->super);
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count)
+{
+    gw_osc_hdr_t h = {.kind = kind, .aux = aux, .count = count};
+    return gw_osc_send(m, peer, &h, NULL, 0, NULL, 0);
+}
+
+static void handle(gw_osc_module_t *m, int peer, const char *buf, size_t len)
+{
+    const gw_osc_hdr_t *h = (const gw_osc_hdr_t *)buf;
+    const char *body = buf + sizeof(*h);
+    if (len < sizeof(*h)) {
+        opal_output(0, "osc:gpuwire: short message (%zu bytes) from rank %d dropped", len, peer);
+        return;
+    }
+    switch (h->kind) {
+    case GW_OSC_PUT:
+    case GW_OSC_GET:
+    case GW_OSC_ACC:
+    case GW_OSC_GACC:
+    case GW_OSC_CAS:
+        gw_osc_apply(m, peer, h, body);
+        m->applied[peer]++;
+        gw_osc_check_flushes(m, peer);
+        break;
+    case GW_OSC_LOCK:
+        gw_osc_lock_request(m, peer, h->aux);
+        break;
+    case GW_OSC_UNLOCK:
+    case GW_OSC_FLUSH:
+        m->flush_want[peer] = h->count;
+        m->flush_kind[peer] = (int)h->kind | (h->aux ? 0x100 : 0);
+        gw_osc_check_flushes(m, peer);
+        break;
+    case GW_OSC_COMPLETE:
+        m->complete_want[peer] = h->count;
+        break;
+    case GW_OSC_POST:
+        m->posts[peer]++;
+        break;
+    case GW_OSC_REPLY:
+        gw_osc_reply(m, h, body);
+        break;
+    case GW_OSC_GRANT:
+        m->grants[peer]++;
+        break;
+    case GW_OSC_ACK:
+        if (h->count > m->acked[peer]) m->acked[peer] = h->count;
+        if (h->aux) m->unlocks[peer]++;
+        break;
+    default:
+        opal_output(0, "osc:gpuwire: unknown message kind %u from rank %d dropped", h->kind,
+                    peer);
+    }
+}
+
+/* Caller holds m->lock. Bounded work: a few new messages per call. */
+int gw_osc_poll(gw_osc_module_t *m)
+{
+    int work = 0;
+    for (int i = 0; i < 16; i++) {
+        int matched = 0;
+        ompi_message_t *message = NULL;
+        ompi_status_public_t status;
+        int rc = MCA_PML_CALL(improbe(MPI_ANY_SOURCE, GW_OSC_TAG, m->comm, &matched, &message,
+                                      &status));
+        if (rc != OMPI_SUCCESS || !matched) break;
+        gw_osc_msg_t *msg = OBJ_NEW(gw_osc_msg_t);
+        msg->len = status._ucount;
+        msg->buf = malloc(msg->len ? msg->len : 1);
+        msg->peer = status.MPI_SOURCE;
+        if (msg->buf == NULL) {
+            opal_output(0, "osc:gpuwire: out of memory receiving %zu bytes", msg->len);
+            abort();
+        }
+        rc = MCA_PML_CALL(imrecv(msg->buf, msg->len, MPI_BYTE, &message, &msg->req));
+        if (rc != OMPI_SUCCESS) {
+            opal_output(0, "osc:gpuwire: receive of %zu bytes from rank %d failed (%d)",
+                        msg->len, msg->peer, rc);
+            abort();
+        }
+        opal_list_append(&m->incoming, &msg->super);
+        work++;
+    }
+    /* Strictly in arrival order: later messages wait for a large one. */
+    while (!opal_list_is_empty(&m->incoming)) {
+        gw_osc_msg_t *msg = (gw_osc_msg_t *)opal_list_get_first(&m->incoming);
+        if (!REQUEST_COMPLETE(msg->req)) break;
+        opal_list_remove_first(&m->incoming);
+        handle(m, msg->peer, msg->buf, msg->len);
+        OBJ_RELEASE(msg);
+        work++;
+    }
+    gw_osc_msg_t *msg, *next;
+    OPAL_LIST_FOREACH_SAFE(msg, next, &m->outgoing, gw_osc_msg_t) {
+        if (REQUEST_COMPLETE(msg->req)) {
+            opal_list_remove_item(&m->outgoing, &msg->super);
+            OBJ_RELEASE(msg);
+            work++;
+        }
+    }
+    return work;
+}
+
+int gw_osc_progress(void)
+{
+    int work = 0;
+    if (opal_mutex_trylock(&mca_osc_gpuwire_component.windows_lock) != 0) return 0;
+    opal_list_item_t *item;
+    OPAL_LIST_FOREACH(item, &mca_osc_gpuwire_component.windows, opal_list_item_t) {
+        gw_osc_module_t *m = gw_osc_from_link(item);
+        if (opal_mutex_trylock(&m->lock) == 0) {
+            work += gw_osc_poll(m);
+            opal_mutex_unlock(&m->lock);
+        }
+    }
+    opal_mutex_unlock(&mca_osc_gpuwire_component.windows_lock);
+    return work;
+}
+
+/* Waits until counter[] reaches at_least (caller does not hold m->lock). */
+void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least)
+{
+    while (*counter < at_least) {
+        opal_mutex_lock(&m->lock);
+        gw_osc_poll(m);
+        opal_mutex_unlock(&m->lock);
+        if (*counter >= at_least) break;
+        opal_progress();
+    }
+}
+
+void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want)
+{
+    for (;;) {
+        opal_mutex_lock(&m->lock);
+        gw_osc_poll(m);
+        bool done = m->acked[target] >= want;
+        opal_mutex_unlock(&m->lock);
+        if (done) return;
+        opal_progress();
+    }
+}
+
+/* Every reply this process awaits has arrived. */
+void gw_osc_wait_pending(gw_osc_module_t *m)
+{
+    for (;;) {
+        opal_mutex_lock(&m->lock);
+        gw_osc_poll(m);
+        bool empty = opal_list_is_empty(&m->pending);
+        opal_mutex_unlock(&m->lock);
+        if (empty) return;
+        opal_progress();
+    }
+}
+
+/* Every message this process sent has left (before the window goes). */
+void gw_osc_wait_sends(gw_osc_module_t *m)
+{
+    for (;;) {
+        opal_mutex_lock(&m->lock);
+        gw_osc_poll(m);
+        bool empty = opal_list_is_empty(&m->outgoing);
+        opal_mutex_unlock(&m->lock);
+        if (empty) return;
+        opal_progress();
+    }
+}

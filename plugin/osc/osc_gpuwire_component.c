@@ -1,0 +1,344 @@
+/*
+ * The osc/gpuwire component: version check, parameters, selection, and the
+ * window's life cycle (create, allocate, dynamic attach/detach, free).
+ *
+ * Selection: priority 5 by default, below every osc a stock Open MPI 4.1
+ * chooses when it can (sm 100 on shared windows, ucx, rdma, pt2pt), so that
+ * it takes windows when named (--mca osc gpuwire) or when nothing else
+ * accepts them (pml gpuwire: osc/rdma lacks an RDMA BTL, osc/ucx needs
+ * pml ucx). Shared windows are declined: osc/sm provides them.
+ */
+#include "osc_gpuwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuwire_preflight.h"
+#include "osc_gpuwire_device.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+static int component_register(void);
+static int component_init(bool progress_threads, bool mpi_threads);
+static int component_finalize(void);
+static int component_query(ompi_win_t *win, void **base, size_t size, int disp_unit,
+                           ompi_communicator_t *comm, opal_info_t *info, int flavor);
+static int component_select(ompi_win_t *win, void **base, size_t size, int disp_unit,
+                            ompi_communicator_t *comm, opal_info_t *info, int flavor,
+                            int *model);
+
+__attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_component = {
+    .super = {
+        .osc_version = {
+            OMPI_OSC_BASE_VERSION_3_0_0,
+            .mca_component_name = GW_OSC_COMPONENT_NAME,
+            MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+            .mca_register_component_params = component_register,
+        },
+        .osc_data = {.param_field = MCA_BASE_METADATA_PARAM_NONE},
+        .osc_init = component_init,
+        .osc_query = component_query,
+        .osc_select = component_select,
+        .osc_finalize = component_finalize,
+    },
+    .priority = GW_OSC_DEFAULT_PRIORITY,
+    .verbose = 0,
+    .output = -1,
+    .device = true,
+};
+
+static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
+{
+    (void)win;
+    (void)rank;
+    (void)size;
+    (void)disp_unit;
+    (void)base;
+    return OMPI_ERR_NOT_SUPPORTED;
+}
+
+static int win_attach(ompi_win_t *win, void *base, size_t len);
+static int win_detach(ompi_win_t *win, const void *base);
+static int win_free(ompi_win_t *win);
+
+static const ompi_osc_base_module_t module_template = {
+    .osc_win_shared_query = shared_query,
+    .osc_win_attach = win_attach,
+    .osc_win_detach = win_detach,
+    .osc_free = win_free,
+    .osc_put = gw_osc_put,
+    .osc_get = gw_osc_get,
+    .osc_accumulate = gw_osc_accumulate,
+    .osc_compare_and_swap = gw_osc_compare_and_swap,
+    .osc_fetch_and_op = gw_osc_fetch_and_op,
+    .osc_get_accumulate = gw_osc_get_accumulate,
+    .osc_rput = gw_osc_rput,
+    .osc_rget = gw_osc_rget,
+    .osc_raccumulate = gw_osc_raccumulate,
+    .osc_rget_accumulate = gw_osc_rget_accumulate,
+    .osc_fence = gw_osc_fence,
+    .osc_start = gw_osc_start,
+    .osc_complete = gw_osc_complete,
+    .osc_post = gw_osc_post,
+    .osc_wait = gw_osc_wait,
+    .osc_test = gw_osc_test,
+    .osc_lock = gw_osc_lock,
+    .osc_unlock = gw_osc_unlock,
+    .osc_lock_all = gw_osc_lock_all,
+    .osc_unlock_all = gw_osc_unlock_all,
+    .osc_sync = gw_osc_sync,
+    .osc_flush = gw_osc_flush,
+    .osc_flush_all = gw_osc_flush_all,
+    .osc_flush_local = gw_osc_flush_local,
+    .osc_flush_local_all = gw_osc_flush_local_all,
+};
+
+static int component_register(void)
+{
+    if (gw_component_preflight("osc", &mca_osc_gpuwire_component) != 0) {
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    mca_base_component_t *c = &mca_osc_gpuwire_component.super.osc_version;
+    (void)mca_base_component_var_register(
+        c, "priority",
+        "Selection priority of osc gpuwire (one-sided communication over the pml): the "
+        "default 5 lets osc sm, ucx, rdma and pt2pt take the windows they accept, and gives "
+        "osc gpuwire the rest, or every window when named alone (--mca osc gpuwire); "
+        "-1 disables it",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_osc_gpuwire_component.priority);
+    (void)mca_base_component_var_register(
+        c, "device",
+        "Windows and origin buffers in GPU memory (CUDA) when a GPU is present, copied "
+        "through host memory; 0: every buffer is taken as host memory",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_osc_gpuwire_component.device);
+    (void)mca_base_component_var_register(
+        c, "verbose", "Verbosity: 1 device support, 10 every window", MCA_BASE_VAR_TYPE_INT,
+        NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
+        &mca_osc_gpuwire_component.verbose);
+    return OMPI_SUCCESS;
+}
+
+static int component_init(bool progress_threads, bool mpi_threads)
+{
+    (void)progress_threads;
+    (void)mpi_threads;
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    c->output = opal_output_open(NULL);
+    opal_output_set_verbosity(c->output, c->verbose);
+    OBJ_CONSTRUCT(&c->windows, opal_list_t);
+    OBJ_CONSTRUCT(&c->windows_lock, opal_mutex_t);
+    c->ngpus = 0;
+    c->device_tried = false;
+    return OMPI_SUCCESS;
+}
+
+/* The device layer opens with the first window, not at MPI_Init: jobs that
+ * never create a window pay nothing for it. */
+static void device_open_once(gw_osc_component_t *c)
+{
+    if (c->device_tried || !c->device) return;
+    c->device_tried = true;
+    char why[256] = "";
+    int n = gw_osc_dev_open(why, sizeof(why));
+    c->ngpus = n > 0 ? n : 0;
+    opal_output_verbose(1, c->output, "osc:gpuwire: %s%s",
+                        n > 0 ? "device windows on" : "host windows only: ", n > 0 ? "" : why);
+}
+
+static int component_finalize(void)
+{
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    if (c->progress_registered) {
+        opal_progress_unregister(gw_osc_progress);
+        c->progress_registered = false;
+    }
+    gw_osc_dev_close();
+    OBJ_DESTRUCT(&c->windows);
+    OBJ_DESTRUCT(&c->windows_lock);
+    opal_output_close(c->output);
+    return OMPI_SUCCESS;
+}
+
+static int component_query(ompi_win_t *win, void **base, size_t size, int disp_unit,
+                           ompi_communicator_t *comm, opal_info_t *info, int flavor)
+{
+    (void)win;
+    (void)base;
+    (void)size;
+    (void)disp_unit;
+    (void)comm;
+    (void)info;
+    if (flavor == MPI_WIN_FLAVOR_SHARED) return -1;
+    return mca_osc_gpuwire_component.priority;
+}
+
+static void module_release(gw_osc_module_t *m)
+{
+    if (m->comm != NULL) ompi_comm_free(&m->comm);
+    if (m->free_base) free(m->base);
+    free(m->regions);
+    free(m->sent);
+    free(m->applied);
+    free(m->flush_want);
+    free(m->flush_kind);
+    free(m->complete_want);
+    free(m->posts);
+    free(m->grants);
+    free(m->acked);
+    free(m->unlocks);
+    free(m->waiters);
+    free(m->locked);
+    free(m->start_ranks);
+    free(m->post_ranks);
+    OBJ_DESTRUCT(&m->incoming);
+    OBJ_DESTRUCT(&m->outgoing);
+    OBJ_DESTRUCT(&m->pending);
+    OBJ_DESTRUCT(&m->lock);
+    free(m);
+}
+
+static int component_select(ompi_win_t *win, void **base, size_t size, int disp_unit,
+                            ompi_communicator_t *comm, opal_info_t *info, int flavor,
+                            int *model)
+{
+    (void)info;
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    opal_mutex_lock(&c->windows_lock);
+    device_open_once(c);
+    opal_mutex_unlock(&c->windows_lock);
+    gw_osc_module_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    m->super = module_template;
+    OBJ_CONSTRUCT(&m->lock, opal_mutex_t);
+    OBJ_CONSTRUCT(&m->incoming, opal_list_t);
+    OBJ_CONSTRUCT(&m->outgoing, opal_list_t);
+    OBJ_CONSTRUCT(&m->pending, opal_list_t);
+    OBJ_CONSTRUCT(&m->link, opal_list_item_t);
+    m->win = win;
+    m->flavor = flavor;
+    m->win_gpu = -1;
+    m->disp_unit = disp_unit;
+    m->win_size = size;
+    int rc = ompi_comm_dup(comm, &m->comm);
+    if (rc != OMPI_SUCCESS) {
+        m->comm = NULL;
+        module_release(m);
+        return rc;
+    }
+    m->rank = ompi_comm_rank(m->comm);
+    m->size = ompi_comm_size(m->comm);
+    size_t n = (size_t)m->size;
+    m->sent = calloc(n, sizeof(uint64_t));
+    m->applied = calloc(n, sizeof(uint64_t));
+    m->flush_want = calloc(n, sizeof(uint64_t));
+    m->flush_kind = calloc(n, sizeof(int));
+    m->complete_want = calloc(n, sizeof(uint64_t));
+    m->posts = calloc(n, sizeof(int));
+    m->grants = calloc(n, sizeof(int));
+    m->acked = calloc(n, sizeof(uint64_t));
+    m->unlocks = calloc(n, sizeof(int));
+    m->locked = calloc(n, sizeof(int));
+    if (!m->sent || !m->applied || !m->flush_want || !m->flush_kind || !m->complete_want ||
+        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->locked) {
+        module_release(m);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    for (size_t i = 0; i < n; i++) m->complete_want[i] = UINT64_MAX;
+    switch (flavor) {
+    case MPI_WIN_FLAVOR_CREATE:
+        m->base = *base;
+        m->win_gpu = gw_osc_dev_where(m->base, size);
+        break;
+    case MPI_WIN_FLAVOR_ALLOCATE:
+        if (posix_memalign((void **)&m->base, 64, size ? size : 64) != 0) {
+            module_release(m);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        m->free_base = true;
+        *base = m->base;
+        break;
+    case MPI_WIN_FLAVOR_DYNAMIC:
+        m->base = NULL;
+        m->disp_unit = 1;
+        break;
+    default:
+        module_release(m);
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    win->w_osc_module = &m->super;
+    *model = MPI_WIN_UNIFIED;
+    opal_mutex_lock(&c->windows_lock);
+    opal_list_append(&c->windows, &m->link);
+    if (!c->progress_registered) {
+        opal_progress_register(gw_osc_progress);
+        c->progress_registered = true;
+    }
+    opal_mutex_unlock(&c->windows_lock);
+    opal_output_verbose(10, c->output,
+                        "osc:gpuwire: window of %zu bytes (flavor %d) on %s memory", size,
+                        flavor, m->win_gpu >= 0 ? "GPU" : "host");
+    return OMPI_SUCCESS;
+}
+
+static int win_free(ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_wait_pending(m);
+    gw_osc_wait_sends(m);
+    /* No rank frees before every rank's last message has been handled. */
+    int rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+    opal_mutex_lock(&c->windows_lock);
+    opal_list_item_t *item;
+    OPAL_LIST_FOREACH(item, &c->windows, opal_list_item_t) {
+        if (gw_osc_from_link(item) == m) {
+            opal_list_remove_item(&c->windows, item);
+            break;
+        }
+    }
+    opal_mutex_unlock(&c->windows_lock);
+    OBJ_DESTRUCT(&m->link);
+    win->w_osc_module = NULL;
+    module_release(m);
+    return rc;
+}
+
+static int win_attach(ompi_win_t *win, void *base, size_t len)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->flavor != MPI_WIN_FLAVOR_DYNAMIC) return OMPI_ERR_RMA_FLAVOR;
+    opal_mutex_lock(&m->lock);
+    if (m->nregions == m->cap_regions) {
+        int cap = m->cap_regions ? 2 * m->cap_regions : 8;
+        gw_osc_region_t *r = realloc(m->regions, cap * sizeof(*r));
+        if (r == NULL) {
+            opal_mutex_unlock(&m->lock);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        m->regions = r;
+        m->cap_regions = cap;
+    }
+    m->regions[m->nregions++] =
+        (gw_osc_region_t){.base = base, .len = len, .gpu = gw_osc_dev_where(base, len)};
+    opal_mutex_unlock(&m->lock);
+    return OMPI_SUCCESS;
+}
+
+static int win_detach(ompi_win_t *win, const void *base)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->flavor != MPI_WIN_FLAVOR_DYNAMIC) return OMPI_ERR_RMA_FLAVOR;
+    opal_mutex_lock(&m->lock);
+    for (int i = 0; i < m->nregions; i++) {
+        if (m->regions[i].base == base) {
+            m->regions[i] = m->regions[--m->nregions];
+            opal_mutex_unlock(&m->lock);
+            return OMPI_SUCCESS;
+        }
+    }
+    opal_mutex_unlock(&m->lock);
+    return OMPI_ERR_BAD_PARAM;
+}

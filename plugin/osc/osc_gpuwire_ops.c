@@ -1,0 +1,422 @@
+/*
+ * osc/gpuwire's operations: the origin packs its data (staging device
+ * buffers through host memory) and sends it with the target's layout; the
+ * target applies it to its window (osc_gpuwire_apply.c) and answers the
+ * fetching kinds with a reply that the origin unpacks here.
+ */
+#include "osc_gpuwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "osc_gpuwire_device.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/util/output.h"
+
+/* The blocks (offset from the target address, bytes) of count x dt, adjacent
+ * ones merged. *out is malloc'd. */
+static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_t *nout)
+{
+    /* A made-up base: the convertor turns offsets into addresses from it. */
+    char *const fake = (char *)((uintptr_t)1 << 40);
+    opal_convertor_t conv;
+    size_t cap = 8, n = 0;
+    gw_osc_block_t *b = malloc(cap * sizeof(*b));
+    if (b == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (ompi_datatype_is_contiguous_memory_layout(dt, count)) {
+        /* The common case, without a convertor: one block. */
+        b[0].off = dt->super.true_lb;
+        b[0].len = (uint64_t)count * dt->super.size;
+        *out = b;
+        *nout = b[0].len ? 1 : 0;
+        return OMPI_SUCCESS;
+    }
+    OBJ_CONSTRUCT(&conv, opal_convertor_t);
+    int rc = opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &dt->super,
+                                                      count, fake, 0, &conv);
+    int done = rc == OPAL_SUCCESS ? 0 : -1;
+    while (done == 0) {
+        struct iovec iov[32];
+        uint32_t niov = 32;
+        size_t len = 0;
+        done = opal_convertor_raw(&conv, iov, &niov, &len);
+        for (uint32_t i = 0; i < niov; i++) {
+            int64_t off = (char *)iov[i].iov_base - fake;
+            if (iov[i].iov_len == 0) continue;
+            if (n > 0 && b[n - 1].off + (int64_t)b[n - 1].len == off) {
+                b[n - 1].len += iov[i].iov_len;
+                continue;
+            }
+            if (n == cap) {
+                gw_osc_block_t *nb = realloc(b, 2 * cap * sizeof(*b));
+                if (nb == NULL) {
+                    done = -1;
+                    break;
+                }
+                b = nb;
+                cap *= 2;
+            }
+            b[n].off = off;
+            b[n].len = iov[i].iov_len;
+            n++;
+        }
+    }
+    OBJ_DESTRUCT(&conv);
+    if (done < 0) {
+        free(b);
+        return OMPI_ERROR;
+    }
+    *out = b;
+    *nout = (uint32_t)n;
+    return OMPI_SUCCESS;
+}
+
+/* The predefined type a datatype is made of (accumulates allow one). */
+static MPI_Datatype element_type(MPI_Datatype dt)
+{
+    if (ompi_datatype_is_predefined(dt)) return dt;
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) return dt;
+    int *ints = malloc((ni + 1) * sizeof(int));
+    MPI_Aint *aints = malloc((na + 1) * sizeof(MPI_Aint));
+    MPI_Datatype *dts = malloc((nd + 1) * sizeof(MPI_Datatype));
+    MPI_Datatype inner = MPI_DATATYPE_NULL, result = MPI_DATATYPE_NULL;
+    if (ints && aints && dts && nd > 0 &&
+        PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, dts) == MPI_SUCCESS) {
+        inner = dts[0];
+        result = element_type(inner);
+        for (int i = 0; i < nd; i++) {
+            PMPI_Type_get_envelope(dts[i], &ni, &na, &nd, &combiner);
+            if (combiner != MPI_COMBINER_NAMED) PMPI_Type_free(&dts[i]);
+        }
+    }
+    free(ints);
+    free(aints);
+    free(dts);
+    return result;
+}
+
+/* Host bytes of count x dt at addr, packed. *tmp is set when memory was
+ * allocated (free it); device buffers are staged over their whole span. */
+static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t bytes,
+                       const void **packed, void **tmp)
+{
+    MPI_Aint lb, extent, tlb, textent;
+    *tmp = NULL;
+    *packed = NULL;
+    if (bytes == 0) return OMPI_SUCCESS;
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    PMPI_Type_get_true_extent(dt, &tlb, &textent);
+    size_t span = (size_t)(count - 1) * extent + textent;
+    bool contig = (size_t)textent == dt->super.size && ((size_t)extent == dt->super.size || count == 1);
+    const char *src = (const char *)addr + tlb;
+    int gpu = gw_osc_dev_where(src, span);
+    if (gpu < 0 && contig) {
+        *packed = src;
+        return OMPI_SUCCESS;
+    }
+    char *staged = NULL;
+    if (gpu >= 0) {
+        staged = malloc(span);
+        if (staged == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+        if (gw_osc_dev_copy(staged, src, span, gpu) != 0) {
+            free(staged);
+            return OMPI_ERROR;
+        }
+        if (contig) {
+            *packed = *tmp = staged;
+            return OMPI_SUCCESS;
+        }
+        src = staged;
+    }
+    char *out = malloc(bytes);
+    int pos = 0;
+    if (out == NULL ||
+        PMPI_Pack(src - tlb, count, dt, out, (int)bytes, &pos, MPI_COMM_SELF) != MPI_SUCCESS) {
+        free(out);
+        free(staged);
+        return OMPI_ERROR;
+    }
+    free(staged);
+    *packed = *tmp = out;
+    return OMPI_SUCCESS;
+}
+
+/* The reverse: packed host bytes into count x dt at addr. */
+static int unpack_result(const char *bytes_in, size_t bytes, void *addr, int count,
+                         ompi_datatype_t *dt)
+{
+    MPI_Aint lb, extent, tlb, textent;
+    if (bytes == 0) return OMPI_SUCCESS;
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    PMPI_Type_get_true_extent(dt, &tlb, &textent);
+    size_t span = (size_t)(count - 1) * extent + textent;
+    bool contig = (size_t)textent == dt->super.size && ((size_t)extent == dt->super.size || count == 1);
+    char *dst = (char *)addr + tlb;
+    int gpu = gw_osc_dev_where(dst, span);
+    if (contig) {
+        if (gpu < 0) {
+            memcpy(dst, bytes_in, bytes < span ? bytes : span);
+            return OMPI_SUCCESS;
+        }
+        return gw_osc_dev_copy(dst, bytes_in, bytes < span ? bytes : span, gpu) == 0
+                   ? OMPI_SUCCESS : OMPI_ERROR;
+    }
+    char *host = dst;
+    if (gpu >= 0) {
+        /* Keep the gaps: bring the span over, unpack into it, send it back. */
+        host = malloc(span);
+        if (host == NULL || gw_osc_dev_copy(host, dst, span, gpu) != 0) {
+            free(host);
+            return OMPI_ERROR;
+        }
+    }
+    int pos = 0;
+    int rc = PMPI_Unpack(bytes_in, (int)bytes, &pos, host - tlb, count, dt, MPI_COMM_SELF);
+    if (gpu >= 0) {
+        if (rc == MPI_SUCCESS && gw_osc_dev_copy(dst, host, span, gpu) != 0) rc = MPI_ERR_OTHER;
+        free(host);
+    }
+    return rc == MPI_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
+}
+
+static int greq_query(void *extra, MPI_Status *status)
+{
+    (void)extra;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+static int greq_free(void *extra)
+{
+    (void)extra;
+    return MPI_SUCCESS;
+}
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+typedef struct {
+    uint32_t kind;
+    const void *oaddr;
+    int ocount;
+    ompi_datatype_t *odt;
+    const void *compare;
+    void *raddr;
+    int rcount;
+    ompi_datatype_t *rdt;
+    int target;
+    ptrdiff_t tdisp;
+    int tcount;
+    ompi_datatype_t *tdt;
+    struct ompi_op_t *op;
+    ompi_request_t **request; /* R* forms */
+} gw_osc_call_t;
+
+static int issue(ompi_win_t *win, const gw_osc_call_t *c)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (c->target == MPI_PROC_NULL) {
+        if (c->request) {
+            PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
+            PMPI_Grequest_complete(*c->request);
+        }
+        return OMPI_SUCCESS;
+    }
+    if (c->target < 0 || c->target >= m->size) return OMPI_ERR_RMA_RANGE;
+    gw_osc_hdr_t h = {.kind = c->kind, .disp = c->tdisp};
+    gw_osc_block_t *blocks = NULL;
+    size_t tbytes = (size_t)c->tcount * c->tdt->super.size;
+    int rc = flatten(c->tdt, c->tcount, &blocks, &h.nblocks);
+    if (rc != OMPI_SUCCESS) return rc;
+    h.bytes = tbytes;
+    if (c->op != NULL || c->kind == GW_OSC_CAS) {
+        MPI_Datatype el = element_type(c->tdt);
+        if (el == MPI_DATATYPE_NULL) {
+            free(blocks);
+            return OMPI_ERR_BAD_PARAM;
+        }
+        h.type = PMPI_Type_c2f(el);
+        h.op = c->op ? PMPI_Op_c2f(c->op) : 0;
+    }
+    const void *payload = NULL;
+    void *tmp = NULL;
+    size_t plen = 0;
+    char cas[2 * 16];
+    if (c->kind == GW_OSC_CAS) {
+        /* Origin value, then compare value: one element each (<= 16 bytes). */
+        size_t sz = c->tdt->super.size;
+        if (sz > 16) {
+            free(blocks);
+            return OMPI_ERR_BAD_PARAM;
+        }
+        const void *p1, *p2;
+        void *t1, *t2;
+        rc = pack_origin(c->oaddr, 1, c->tdt, sz, &p1, &t1);
+        if (rc == OMPI_SUCCESS) rc = pack_origin(c->compare, 1, c->tdt, sz, &p2, &t2);
+        if (rc == OMPI_SUCCESS) {
+            memcpy(cas, p1, sz);
+            memcpy(cas + sz, p2, sz);
+            free(t1);
+            free(t2);
+        }
+        payload = cas;
+        plen = 2 * sz;
+    } else if (c->kind != GW_OSC_GET && !(c->op != NULL && c->op == MPI_NO_OP)) {
+        plen = (size_t)c->ocount * c->odt->super.size;
+        if (plen != tbytes) {
+            free(blocks);
+            return OMPI_ERR_BAD_PARAM; /* MPI: the type signatures must match */
+        }
+        rc = pack_origin(c->oaddr, c->ocount, c->odt, plen, &payload, &tmp);
+    }
+    if (rc != OMPI_SUCCESS) {
+        free(blocks);
+        return rc;
+    }
+    if (c->request) {
+        PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
+    }
+    opal_mutex_lock(&m->lock);
+    if (c->kind == GW_OSC_GET || c->kind == GW_OSC_GACC || c->kind == GW_OSC_CAS) {
+        gw_osc_pending_t *p = OBJ_NEW(gw_osc_pending_t);
+        p->id = h.count = ++m->next_id;
+        p->addr = c->raddr;
+        p->count = c->rcount;
+        p->dt = c->rdt;
+        p->greq = c->request ? *c->request : NULL;
+        p->done = false;
+        opal_list_append(&m->pending, &p->super);
+    }
+    m->sent[c->target]++;
+    rc = gw_osc_send(m, c->target, &h, blocks, h.nblocks * sizeof(*blocks), payload, plen);
+    opal_mutex_unlock(&m->lock);
+    if (c->request && c->kind != GW_OSC_GET && c->kind != GW_OSC_GACC &&
+        c->kind != GW_OSC_CAS) {
+        /* Sent from a copy: the origin buffer is free again. */
+        PMPI_Grequest_complete(*c->request);
+    }
+    free(tmp);
+    free(blocks);
+    return rc;
+}
+
+/* Origin side: the reply to pending get h->count. Caller holds m->lock. */
+void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body)
+{
+    gw_osc_pending_t *p;
+    OPAL_LIST_FOREACH(p, &m->pending, gw_osc_pending_t) {
+        if (p->id != h->count) continue;
+        if (unpack_result(body, h->bytes, p->addr, p->count, p->dt) != OMPI_SUCCESS) {
+            opal_output(0, "osc:gpuwire: the result of a get could not be stored at %p",
+                        p->addr);
+        }
+        opal_list_remove_item(&m->pending, &p->super);
+        if (p->greq) PMPI_Grequest_complete(p->greq);
+        OBJ_RELEASE(p);
+        return;
+    }
+    opal_output(0, "osc:gpuwire: reply %llu matches no get; dropped",
+                (unsigned long long)h->count);
+}
+
+int gw_osc_put(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
+               ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_PUT, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
+    return issue(win, &c);
+}
+
+int gw_osc_rput(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
+                ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, ompi_win_t *win,
+                ompi_request_t **request)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_PUT, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
+                       .request = request};
+    return issue(win, &c);
+}
+
+int gw_osc_get(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
+               int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_GET, .raddr = oaddr, .rcount = ocount, .rdt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
+    return issue(win, &c);
+}
+
+int gw_osc_rget(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
+                int tcount, ompi_datatype_t *tdt, ompi_win_t *win, ompi_request_t **request)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_GET, .raddr = oaddr, .rcount = ocount, .rdt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
+                       .request = request};
+    return issue(win, &c);
+}
+
+int gw_osc_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
+                      ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op,
+                      ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_ACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
+                       .op = op};
+    return issue(win, &c);
+}
+
+int gw_osc_raccumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
+                       ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op,
+                       ompi_win_t *win, ompi_request_t **request)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_ACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
+                       .op = op, .request = request};
+    return issue(win, &c);
+}
+
+int gw_osc_get_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, void *raddr,
+                          int rcount, ompi_datatype_t *rdt, int target, ptrdiff_t tdisp,
+                          int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op, ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .raddr = raddr, .rcount = rcount, .rdt = rdt, .target = target,
+                       .tdisp = tdisp, .tcount = tcount, .tdt = tdt, .op = op};
+    return issue(win, &c);
+}
+
+int gw_osc_rget_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, void *raddr,
+                           int rcount, ompi_datatype_t *rdt, int target, ptrdiff_t tdisp,
+                           int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op, ompi_win_t *win,
+                           ompi_request_t **request)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
+                       .raddr = raddr, .rcount = rcount, .rdt = rdt, .target = target,
+                       .tdisp = tdisp, .tcount = tcount, .tdt = tdt, .op = op,
+                       .request = request};
+    return issue(win, &c);
+}
+
+int gw_osc_fetch_and_op(const void *oaddr, void *raddr, ompi_datatype_t *dt, int target,
+                        ptrdiff_t tdisp, struct ompi_op_t *op, ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = 1, .odt = dt,
+                       .raddr = raddr, .rcount = 1, .rdt = dt, .target = target,
+                       .tdisp = tdisp, .tcount = 1, .tdt = dt, .op = op};
+    return issue(win, &c);
+}
+
+int gw_osc_compare_and_swap(const void *oaddr, const void *compare, void *raddr,
+                            ompi_datatype_t *dt, int target, ptrdiff_t tdisp, ompi_win_t *win)
+{
+    gw_osc_call_t c = {.kind = GW_OSC_CAS, .oaddr = oaddr, .compare = compare, .raddr = raddr,
+                       .rcount = 1, .rdt = dt, .target = target, .tdisp = tdisp, .tcount = 1,
+                       .tdt = dt};
+    return issue(win, &c);
+}

@@ -1,0 +1,368 @@
+/*
+ * osc/gpuwire's synchronisation: fence, post/start/complete/wait, locks and
+ * flushes. Every epoch closes by counts (osc_gpuwire.h): the target has
+ * applied as many operations from an origin as that origin sent.
+ */
+#include "osc_gpuwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+/* Waits for one message counted in arr[peer] and consumes it. */
+static void wait_one(gw_osc_module_t *m, int *arr, int peer)
+{
+    gw_osc_wait_until(m, (volatile int *)&arr[peer], 1);
+    opal_mutex_lock(&m->lock);
+    arr[peer]--;
+    opal_mutex_unlock(&m->lock);
+}
+
+static int send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count)
+{
+    opal_mutex_lock(&m->lock);
+    int rc = gw_osc_send_ctl(m, peer, kind, aux, count);
+    opal_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* ---- target side ------------------------------------------------------- */
+
+static bool grantable(gw_osc_module_t *m, int type)
+{
+    return type == MPI_LOCK_EXCLUSIVE ? m->lock_state == 0 : m->lock_state >= 0;
+}
+
+static void take(gw_osc_module_t *m, int origin, int type)
+{
+    m->lock_state = type == MPI_LOCK_EXCLUSIVE ? -1 : m->lock_state + 1;
+    gw_osc_send_ctl(m, origin, GW_OSC_GRANT, 0, 0);
+}
+
+void gw_osc_lock_request(gw_osc_module_t *m, int origin, int type)
+{
+    if (m->nwaiters == 0 && grantable(m, type)) {
+        take(m, origin, type);
+        return;
+    }
+    if (m->nwaiters == m->cap_waiters) {
+        int cap = m->cap_waiters ? 2 * m->cap_waiters : 8;
+        gw_osc_waiter_t *w = realloc(m->waiters, cap * sizeof(*w));
+        if (w == NULL) {
+            opal_output(0, "osc:gpuwire: out of memory queueing a lock request");
+            abort();
+        }
+        m->waiters = w;
+        m->cap_waiters = cap;
+    }
+    m->waiters[m->nwaiters++] = (gw_osc_waiter_t){.origin = origin, .type = type};
+}
+
+/* First come, first served: a shared request behind an exclusive one waits. */
+void gw_osc_grant_waiters(gw_osc_module_t *m)
+{
+    int granted = 0;
+    while (granted < m->nwaiters && grantable(m, m->waiters[granted].type)) {
+        take(m, m->waiters[granted].origin, m->waiters[granted].type);
+        granted++;
+    }
+    for (int i = granted; i < m->nwaiters; i++) m->waiters[i - granted] = m->waiters[i];
+    m->nwaiters -= granted;
+}
+
+void gw_osc_check_flushes(gw_osc_module_t *m, int origin)
+{
+    int kind = m->flush_kind[origin];
+    if (kind == 0 || m->applied[origin] < m->flush_want[origin]) return;
+    m->flush_kind[origin] = 0;
+    if ((kind & 0xff) == GW_OSC_UNLOCK && (kind & 0x100)) {
+        m->lock_state = m->lock_state < 0 ? 0 : m->lock_state - 1;
+        gw_osc_grant_waiters(m);
+    }
+    /* aux 1: this acknowledges an unlock. */
+    gw_osc_send_ctl(m, origin, GW_OSC_ACK, (kind & 0xff) == GW_OSC_UNLOCK, m->applied[origin]);
+}
+
+/* ---- fence ------------------------------------------------------------- */
+
+int gw_osc_fence(int assert, ompi_win_t *win)
+{
+    (void)assert;
+    gw_osc_module_t *m = GW_OSC(win);
+    uint64_t *expect = calloc(m->size, sizeof(*expect));
+    uint64_t *sent = calloc(m->size, sizeof(*sent));
+    if (expect == NULL || sent == NULL) {
+        free(expect);
+        free(sent);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    opal_mutex_lock(&m->lock);
+    memcpy(sent, m->sent, m->size * sizeof(*sent));
+    opal_mutex_unlock(&m->lock);
+    /* How many operations each origin ever sent here. */
+    int rc = m->comm->c_coll->coll_alltoall(sent, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T,
+                                            m->comm, m->comm->c_coll->coll_alltoall_module);
+    if (rc == OMPI_SUCCESS) {
+        for (int o = 0; o < m->size; o++) {
+            for (;;) {
+                opal_mutex_lock(&m->lock);
+                gw_osc_poll(m);
+                bool done = m->applied[o] >= expect[o];
+                opal_mutex_unlock(&m->lock);
+                if (done) break;
+                opal_progress();
+            }
+        }
+        gw_osc_wait_pending(m);
+        rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+    }
+    free(expect);
+    free(sent);
+    return rc;
+}
+
+/* ---- post / start / complete / wait ------------------------------------ */
+
+/* The ranks of group in the window's communicator. */
+static int group_ranks(ompi_win_t *win, ompi_group_t *group, int **out, int *n)
+{
+    int size = ompi_group_size(group);
+    int *in = malloc((size + 1) * sizeof(int));
+    int *ranks = malloc((size + 1) * sizeof(int));
+    if (in == NULL || ranks == NULL) {
+        free(in);
+        free(ranks);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < size; i++) in[i] = i;
+    int rc = ompi_group_translate_ranks(group, size, in, win->w_group, ranks);
+    free(in);
+    if (rc != OMPI_SUCCESS) {
+        free(ranks);
+        return rc;
+    }
+    *out = ranks;
+    *n = size;
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_post(ompi_group_t *group, int assert, ompi_win_t *win)
+{
+    (void)assert;
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->post_ranks != NULL) return OMPI_ERR_RMA_SYNC;
+    int rc = group_ranks(win, group, &m->post_ranks, &m->npost);
+    if (rc != OMPI_SUCCESS) return rc;
+    opal_mutex_lock(&m->lock);
+    for (int i = 0; i < m->npost; i++) {
+        m->complete_want[m->post_ranks[i]] = UINT64_MAX;
+        gw_osc_send_ctl(m, m->post_ranks[i], GW_OSC_POST, 0, 0);
+    }
+    opal_mutex_unlock(&m->lock);
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_start(ompi_group_t *group, int assert, ompi_win_t *win)
+{
+    (void)assert;
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->start_ranks != NULL) return OMPI_ERR_RMA_SYNC;
+    int rc = group_ranks(win, group, &m->start_ranks, &m->nstart);
+    if (rc != OMPI_SUCCESS) return rc;
+    for (int i = 0; i < m->nstart; i++) wait_one(m, m->posts, m->start_ranks[i]);
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_complete(ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->start_ranks == NULL) return OMPI_ERR_RMA_SYNC;
+    opal_mutex_lock(&m->lock);
+    for (int i = 0; i < m->nstart; i++) {
+        int t = m->start_ranks[i];
+        gw_osc_send_ctl(m, t, GW_OSC_COMPLETE, 0, m->sent[t]);
+    }
+    opal_mutex_unlock(&m->lock);
+    gw_osc_wait_pending(m);
+    free(m->start_ranks);
+    m->start_ranks = NULL;
+    m->nstart = 0;
+    return OMPI_SUCCESS;
+}
+
+static bool exposure_done(gw_osc_module_t *m)
+{
+    for (int i = 0; i < m->npost; i++) {
+        int o = m->post_ranks[i];
+        if (m->complete_want[o] == UINT64_MAX || m->applied[o] < m->complete_want[o]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int gw_osc_test(ompi_win_t *win, int *flag)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->post_ranks == NULL) return OMPI_ERR_RMA_SYNC;
+    opal_mutex_lock(&m->lock);
+    gw_osc_poll(m);
+    *flag = exposure_done(m);
+    opal_mutex_unlock(&m->lock);
+    if (*flag) {
+        free(m->post_ranks);
+        m->post_ranks = NULL;
+        m->npost = 0;
+    } else {
+        opal_progress();
+    }
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_wait(ompi_win_t *win)
+{
+    int flag = 0;
+    if (GW_OSC(win)->post_ranks == NULL) return OMPI_ERR_RMA_SYNC;
+    while (!flag) {
+        int rc = gw_osc_test(win, &flag);
+        if (rc != OMPI_SUCCESS) return rc;
+    }
+    return OMPI_SUCCESS;
+}
+
+/* ---- passive target ---------------------------------------------------- */
+
+int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
+    if (m->locked[target] != 0 || m->lock_all) return OMPI_ERR_RMA_SYNC;
+    /* 1 exclusive, 2 shared; | 4 when the target really holds it. */
+    bool check = !(assert & MPI_MODE_NOCHECK);
+    m->locked[target] = (type == MPI_LOCK_EXCLUSIVE ? 1 : 2) | (check ? 4 : 0);
+    if (check) {
+        send_ctl(m, target, GW_OSC_LOCK, type, 0);
+        wait_one(m, m->grants, target);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* The target acknowledges an unlock once it has applied every operation
+ * sent before it and released the lock: unlock waits for that
+ * acknowledgement, so no message of the epoch is still on its way when the
+ * window is freed. */
+static void unlock_send(gw_osc_module_t *m, int target)
+{
+    opal_mutex_lock(&m->lock);
+    gw_osc_send_ctl(m, target, GW_OSC_UNLOCK, (m->locked[target] & 4) ? 1 : 0,
+                    m->sent[target]);
+    opal_mutex_unlock(&m->lock);
+}
+
+/* Returns the count the acknowledgement must reach; sends a flush only when
+ * operations are unacknowledged. */
+static uint64_t flush_send(gw_osc_module_t *m, int target)
+{
+    opal_mutex_lock(&m->lock);
+    uint64_t want = m->sent[target];
+    if (m->acked[target] < want) gw_osc_send_ctl(m, target, GW_OSC_FLUSH, 0, want);
+    opal_mutex_unlock(&m->lock);
+    return want;
+}
+
+int gw_osc_unlock(int target, ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (target < 0 || target >= m->size || m->locked[target] == 0 || m->lock_all) {
+        return OMPI_ERR_RMA_SYNC;
+    }
+    unlock_send(m, target);
+    wait_one(m, m->unlocks, target);
+    gw_osc_wait_pending(m);
+    m->locked[target] = 0;
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_lock_all(int assert, ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->lock_all) return OMPI_ERR_RMA_SYNC;
+    for (int t = 0; t < m->size; t++) {
+        if (m->locked[t]) return OMPI_ERR_RMA_SYNC;
+    }
+    bool check = !(assert & MPI_MODE_NOCHECK);
+    for (int t = 0; t < m->size; t++) {
+        m->locked[t] = 2 | (check ? 4 : 0);
+        if (check) send_ctl(m, t, GW_OSC_LOCK, MPI_LOCK_SHARED, 0);
+    }
+    if (check) {
+        for (int t = 0; t < m->size; t++) wait_one(m, m->grants, t);
+    }
+    m->lock_all = true;
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_unlock_all(ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (!m->lock_all) return OMPI_ERR_RMA_SYNC;
+    for (int t = 0; t < m->size; t++) unlock_send(m, t);
+    for (int t = 0; t < m->size; t++) wait_one(m, m->unlocks, t);
+    gw_osc_wait_pending(m);
+    for (int t = 0; t < m->size; t++) m->locked[t] = 0;
+    m->lock_all = false;
+    return OMPI_SUCCESS;
+}
+
+/* Unified memory model: nothing to reconcile. */
+int gw_osc_sync(ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    opal_mutex_lock(&m->lock);
+    gw_osc_poll(m);
+    opal_mutex_unlock(&m->lock);
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_flush(int target, ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
+    if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
+    gw_osc_wait_acked(m, target, flush_send(m, target));
+    gw_osc_wait_pending(m);
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_flush_all(ompi_win_t *win)
+{
+    gw_osc_module_t *m = GW_OSC(win);
+    uint64_t *want = calloc(m->size, sizeof(*want));
+    if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    for (int t = 0; t < m->size; t++) {
+        if (m->locked[t] || m->lock_all) want[t] = flush_send(m, t);
+    }
+    for (int t = 0; t < m->size; t++) {
+        if (want[t]) gw_osc_wait_acked(m, t, want[t]);
+    }
+    free(want);
+    gw_osc_wait_pending(m);
+    return OMPI_SUCCESS;
+}
+
+/* Puts and accumulates are sent from copies (locally complete at once);
+ * what remains is the data of gets. */
+int gw_osc_flush_local(int target, ompi_win_t *win)
+{
+    (void)target;
+    gw_osc_wait_pending(GW_OSC(win));
+    return OMPI_SUCCESS;
+}
+
+int gw_osc_flush_local_all(ompi_win_t *win)
+{
+    gw_osc_wait_pending(GW_OSC(win));
+    return OMPI_SUCCESS;
+}
