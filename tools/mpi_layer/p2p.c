@@ -1,12 +1,38 @@
 /* MPI_Sendrecv_replace, MPI_Reduce_local and the buffered sends on device
  * memory: Open MPI runs them with the CPU in its MPI layer, so they are run on
- * a host copy.
+ * a host copy (MPI_Reduce_local only where coll gpuwire is not loaded).
  *
  * Buffered sends copy the data into the attached buffer before they return
  * (pml gpuwire and ob1 alike, MPI_Ibsend included), so the temporary ends with
  * the call. MPI_Bsend_init would copy at every MPI_Start, when the temporary is
  * gone: it is refused on device memory. */
+#define _GNU_SOURCE
+#include <link.h>
+#include <string.h>
+
 #include "gw_mpi.h"
+
+static int gw_find_coll_gpuwire(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "mca_coll_gpuwire")) *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* Whether coll gpuwire is loaded: Open MPI 4.1 runs MPI_Reduce_local through
+ * MPI_COMM_SELF's coll module, and coll gpuwire's reduces device buffers
+ * itself (one GPU kernel where op and type allow, staged otherwise), better
+ * than staging here. Components are loaded in MPI_Init: asked each time until
+ * found, kept once found. */
+static int gw_coll_gpuwire_loaded(void)
+{
+    static int loaded;
+    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE)) return 1;
+    int found = 0;
+    dl_iterate_phdr(gw_find_coll_gpuwire, &found);
+    if (found) __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+    return found;
+}
 
 GW_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag,
                                    int source, int recvtag, MPI_Comm comm, MPI_Status *status)
@@ -30,7 +56,8 @@ GW_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI
 {
     int in_dev = gw_is_device(inbuf), io_dev = gw_is_device(inoutbuf);
     if (in_dev < 0 || io_dev < 0) return MPI_ERR_BUFFER;
-    if (!in_dev && !io_dev) return GW_PMPI(Reduce_local)(inbuf, inoutbuf, count, type, op);
+    if ((!in_dev && !io_dev) || gw_coll_gpuwire_loaded())
+        return GW_PMPI(Reduce_local)(inbuf, inoutbuf, count, type, op);
     gw_stage_t in, io;
     int rc = gw_stage_begin(&in, inbuf, in_dev, count, type, 1);
     if (rc != MPI_SUCCESS) return rc;
