@@ -7,7 +7,9 @@
  * GW_TEST_DEVICE, where the buffers the calls see are cudaMalloc-ed (the
  * staging path; skipped without a GPU). With GW_TEST_EXPECT_PRELOAD=1 the
  * test first checks that MPI_Pack resolves to the preloaded library, so that
- * a run without the wrappers cannot pass for one with them.
+ * a run without the wrappers cannot pass for one with them. With
+ * GPUWIRE_MPI_STAGE_ALL=1 the library stages host buffers as it would device
+ * ones (memcpy for the copies): the staging code runs in CI too.
  *
  * argv[1]: a folder for the file (the build folder's tmp).
  */
@@ -173,6 +175,9 @@ static void test_replace_and_reduce(void)
 }
 
 /* ---- Bsend, Ibsend, Bsend_init ---- */
+/* Whether the wrappers stage: device buffers, or GPUWIRE_MPI_STAGE_ALL=1 */
+static int staged;
+
 static void test_bsend(void)
 {
     int right = (mt_rank + 1) % mt_size, left = (mt_rank + mt_size - 1) % mt_size;
@@ -194,19 +199,18 @@ static void test_bsend(void)
     MT_CHECK_MPI(MPI_Recv(rb, N, MPI_INT, left, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     ints_bad(ra, N, 200 + left, "Bsend");
     ints_bad(rb, N, 300 + left, "Ibsend");
-#ifdef GW_TEST_DEVICE
-    /* refused with an error code, not run on memory the CPU cannot read */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rc = MPI_Bsend_init(a, N, MPI_INT, right, 8, MPI_COMM_WORLD, &req);
-    MT_CHECK(rc != MPI_SUCCESS);
-#else
-    MT_CHECK_MPI(MPI_Bsend_init(a, N, MPI_INT, right, 8, MPI_COMM_WORLD, &req));
-    MT_CHECK_MPI(MPI_Start(&req));
-    MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    MT_CHECK_MPI(MPI_Request_free(&req));
-    MT_CHECK_MPI(MPI_Recv(ra, N, MPI_INT, left, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    ints_bad(ra, N, 200 + left, "Bsend_init");
-#endif
+    if (staged) {
+        /* refused with an error code, not run on memory the CPU cannot read */
+        int rc = MPI_Bsend_init(a, N, MPI_INT, right, 8, MPI_COMM_WORLD, &req);
+        MT_CHECK(rc != MPI_SUCCESS);
+    } else {
+        MT_CHECK_MPI(MPI_Bsend_init(a, N, MPI_INT, right, 8, MPI_COMM_WORLD, &req));
+        MT_CHECK_MPI(MPI_Start(&req));
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        MT_CHECK_MPI(MPI_Request_free(&req));
+        MT_CHECK_MPI(MPI_Recv(ra, N, MPI_INT, left, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        ints_bad(ra, N, 200 + left, "Bsend_init");
+    }
     void *detached;
     int detached_bytes;
     MT_CHECK_MPI(MPI_Buffer_detach(&detached, &detached_bytes));
@@ -328,6 +332,13 @@ int main(int argc, char **argv)
     if (device_test_select_gpu() < 0) return mt_skip("no GPU on this machine");
 #endif
     if (mt_size < 2) return mt_skip("needs 2 or more ranks");
+#ifdef GW_TEST_DEVICE
+    staged = 1;
+#else
+    const char *all = getenv("GPUWIRE_MPI_STAGE_ALL");
+    staged = all && all[0] == '1';
+#endif
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const char *expect = getenv("GW_TEST_EXPECT_PRELOAD");
     if (expect && atoi(expect) == 1) {
         Dl_info info;
