@@ -113,13 +113,17 @@ case ", $DEPENDS," in
     *) fail "Depends lacks $UCX_PKG, UCX's runtime package" ;;
 esac
 PKGLIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
-dpkg-deb -c "$DEB" | awk '{ print $NF }' | sed 's|^\./|/|' >"$TMP/contents"
+# A link is listed as "path -> target": the path is kept.
+dpkg-deb -c "$DEB" | sed 's/ -> .*//' | awk '{ print $NF }' | sed 's|^\./|/|' >"$TMP/contents"
 for f in "$PKGLIB/mca_pml_gpuwire.so" "$PKGLIB/mca_coll_gpuwire.so" "$PKGLIB/mca_osc_gpuwire.so" \
          /usr/bin/gpuwire-info; do
     grep -qx "$f" "$TMP/contents" || fail "the package lacks $f"
 done
-PRELOAD=$(grep '/libgpuwire_cuda_aware\.so$' "$TMP/contents" | head -1)
-[ -n "$PRELOAD" ] || fail "the package lacks libgpuwire_cuda_aware.so"
+PRELOAD=$(grep '/libgpuwire_mpi\.so$' "$TMP/contents" | head -1)
+[ -n "$PRELOAD" ] || fail "the package lacks libgpuwire_mpi.so"
+# The former name of the preload library, a link to it.
+grep -q '/libgpuwire_cuda_aware\.so$' "$TMP/contents" ||
+    fail "the package lacks libgpuwire_cuda_aware.so (the link to libgpuwire_mpi.so)"
 # The package has install rules of its own: it must hold every file a plain
 # cmake --install puts in place (a new rule there needs its twin in the
 # top-level CMakeLists.txt's package section).

@@ -7,7 +7,7 @@
  *   deb_pingpong [<expected MPIX_Query_cuda_support() after MPI_Init>]
  *
  * The argument, when given, is compared with MPIX_Query_cuda_support()
- * (1 under -x LD_PRELOAD=libgpuwire_cuda_aware.so with pml gpuwire).
+ * (1 under -x LD_PRELOAD=libgpuwire_mpi.so with pml gpuwire).
  */
 #include <mpi.h>
 #include <mpi-ext.h>

@@ -5,7 +5,7 @@
  *   query_cuda_support <expected before MPI_Init> <expected after MPI_Init>
  *
  * "-" skips a check. Run under mpirun with and without
- * -x LD_PRELOAD=libgpuwire_cuda_aware.so (tests/tools/CMakeLists.txt).
+ * -x LD_PRELOAD=libgpuwire_mpi.so (tests/tools/CMakeLists.txt).
  */
 #include <mpi.h>
 #include <mpi-ext.h>

@@ -1,0 +1,111 @@
+/* MPI_Sendrecv_replace, MPI_Reduce_local and the buffered sends on device
+ * memory: Open MPI runs them with the CPU in its MPI layer, so they are run on
+ * a host copy (MPI_Reduce_local only where coll gpuwire is not loaded).
+ *
+ * Buffered sends copy the data into the attached buffer before they return
+ * (pml gpuwire and ob1 alike, MPI_Ibsend included), so the temporary ends with
+ * the call. MPI_Bsend_init would copy at every MPI_Start, when the temporary is
+ * gone: it is refused on device memory. */
+#define _GNU_SOURCE
+#include <link.h>
+#include <string.h>
+
+#include "gw_mpi.h"
+
+static int gw_find_coll_gpuwire(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "mca_coll_gpuwire")) *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* Whether coll gpuwire is loaded: Open MPI 4.1 runs MPI_Reduce_local through
+ * MPI_COMM_SELF's coll module, and coll gpuwire's reduces device buffers
+ * itself (one GPU kernel where op and type allow, staged otherwise), better
+ * than staging here. Components are loaded in MPI_Init: asked each time until
+ * found, kept once found. */
+static int gw_coll_gpuwire_loaded(void)
+{
+    static int loaded;
+    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE)) return 1;
+    int found = 0;
+    dl_iterate_phdr(gw_find_coll_gpuwire, &found);
+    if (found) __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+    return found;
+}
+
+GW_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag,
+                                   int source, int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    int dev = gw_is_device(buf);
+    if (dev < 0) return MPI_ERR_BUFFER;
+    if (!dev)
+        return GW_PMPI(Sendrecv_replace)(buf, count, type, dest, sendtag, source, recvtag, comm,
+                                         status);
+    gw_stage_t st;
+    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = GW_PMPI(Sendrecv_replace)(st.host, count, type, dest, sendtag, source, recvtag, comm,
+                                   status);
+    int rc2 = gw_stage_end(&st, rc == MPI_SUCCESS);
+    return rc == MPI_SUCCESS ? rc2 : rc;
+}
+
+GW_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype type,
+                               MPI_Op op)
+{
+    int in_dev = gw_is_device(inbuf), io_dev = gw_is_device(inoutbuf);
+    if (in_dev < 0 || io_dev < 0) return MPI_ERR_BUFFER;
+    if ((!in_dev && !io_dev) || gw_coll_gpuwire_loaded())
+        return GW_PMPI(Reduce_local)(inbuf, inoutbuf, count, type, op);
+    gw_stage_t in, io;
+    int rc = gw_stage_begin(&in, inbuf, in_dev, count, type, 1);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = gw_stage_begin(&io, inoutbuf, io_dev, count, type, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = GW_PMPI(Reduce_local)(in.host, io.host, count, type, op);
+        int rc2 = gw_stage_end(&io, rc == MPI_SUCCESS);
+        if (rc == MPI_SUCCESS) rc = rc2;
+    }
+    (void)gw_stage_end(&in, 0);
+    return rc;
+}
+
+GW_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                        MPI_Comm comm)
+{
+    int dev = gw_is_device(buf);
+    if (dev < 0) return MPI_ERR_BUFFER;
+    if (!dev) return GW_PMPI(Bsend)(buf, count, type, dest, tag, comm);
+    gw_stage_t st;
+    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = GW_PMPI(Bsend)(st.host, count, type, dest, tag, comm);
+    (void)gw_stage_end(&st, 0);
+    return rc;
+}
+
+GW_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                         MPI_Comm comm, MPI_Request *request)
+{
+    int dev = gw_is_device(buf);
+    if (dev < 0) return MPI_ERR_BUFFER;
+    if (!dev) return GW_PMPI(Ibsend)(buf, count, type, dest, tag, comm, request);
+    gw_stage_t st;
+    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = GW_PMPI(Ibsend)(st.host, count, type, dest, tag, comm, request);
+    (void)gw_stage_end(&st, 0);
+    return rc;
+}
+
+GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                             MPI_Comm comm, MPI_Request *request)
+{
+    int dev = gw_is_device(buf);
+    if (dev < 0) return MPI_ERR_BUFFER;
+    if (!dev) return GW_PMPI(Bsend_init)(buf, count, type, dest, tag, comm, request);
+    return gw_error(MPI_ERR_BUFFER, "MPI_Bsend_init",
+                    "not supported (each MPI_Start copies with the CPU): use MPI_Bsend, or "
+                    "MPI_Send_init, which pml gpuwire carries");
+}
