@@ -108,6 +108,8 @@ gw_status_t Engine::init(std::string &why)
         return from_ucs(s);
     }
 
+    if (gw_status_t ls = create_layout_dts(why); ls != GW_OK) return ls;
+
     struct {
         unsigned id;
         ucp_am_recv_callback_t cb;
@@ -282,6 +284,10 @@ Engine::~Engine()
         }
         if (address_) ucp_worker_release_address(worker_, address_);
         ucp_worker_destroy(worker_);
+    }
+    if (layout_dts_) {
+        ucp_dt_destroy(layout_send_dt_);
+        ucp_dt_destroy(layout_recv_dt_);
     }
     if (context_) ucp_cleanup(context_);
     free_abandoned();
@@ -888,6 +894,7 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->pinned = 0;
     op->direct = 0;
     op->host_pinned = 0;
+    op->layout = 0;
     return op;
 }
 
@@ -1030,7 +1037,7 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     if (sender_tag & kDescBit) [[unlikely]] {
         InboundMsg m;
         alignas(16) unsigned char head[kBlockBytes];
-        const void *bytes = op->landing;
+        const void *bytes = op->layout ? op->block : op->landing;
         if (op->direct && status == UCS_OK) {
             // A header UCX wrote into the GPU buffer: read it back.
             if (length > sizeof(head) || !dev_->copy_sync(head, op->buf, length, op->device))
@@ -1043,6 +1050,13 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
         if (!ok) {
             req->length = 0;
             complete(req, GW_ERR_TRANSPORT);
+        } else if (op->layout && !stage_layout(op, m.length)) [[unlikely]] {
+            log(GW_LOG_ERROR, "out of memory staging a %zu-byte device message for a "
+                              "non-contiguous receive", m.length);
+            if (m.kind == InboundMsg::DESC)
+                pending_acks_.push_back(PendingAck{m.desc.src_peer, m.desc.ack_id});
+            req->length = 0;
+            complete(req, GW_ERR_NO_MEMORY);
         } else if (m.kind == InboundMsg::CHUNKED) {
             start_chunked_recv(op, m.chunked);
         } else {
@@ -1089,6 +1103,8 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
             log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
             st = GW_ERR_TRANSPORT;
         }
+    } else if (op->layout) {
+        if (!finish_layout_recv(op, length)) st = GW_ERR_TRANSPORT;
     } else if (op->landing != op->buf && length) {
         std::memcpy(op->buf, op->landing, length);
     }

@@ -80,10 +80,18 @@ struct RecvOp {
     uint8_t pinned;    // bounce is lent by the device path's pinned cache (else malloc)
     uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
     uint8_t host_pinned; // buf is pinned host memory (a DMA reaches it directly)
+    // A receive into a gw_layout_t (then landing is that layout): 1 while UCX
+    // unpacks into it, 2 once a D-bit message made it land whole in buf
+    // (kReqLayoutStaged), unpacked from there at completion.
+    uint8_t layout;
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
 };
+
+// An engine-internal bit of gw_request_t::flags: a layout receive landed
+// whole in a staging buffer (RecvOp::layout == 2), unpacked at completion.
+constexpr unsigned kReqLayoutStaged = 0x80000000u;
 
 // SendOp::waiting bits.
 constexpr uint8_t kWaitSend = 0x1; // UCX has not finished the send
@@ -235,6 +243,10 @@ public:
                       int32_t tag, const void *buf, size_t len, unsigned flags);
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
                       size_t cap);
+    gw_status_t isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
+                             int32_t tag, const gw_layout_t *layout, unsigned flags);
+    gw_status_t irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
+                             const gw_layout_t *layout);
     gw_status_t ipc_map(uint32_t peer, const void *blob, size_t len, int device, void **ptr,
                         void **lease, std::string &why);
     void ipc_unmap(void *lease);
@@ -284,6 +296,7 @@ private:
 
     explicit Engine(const gw_engine_params_t &params);
     gw_status_t init(std::string &why);
+    gw_status_t create_layout_dts(std::string &why);
 
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
     // The endpoint to a peer, made on first use (connect()).
@@ -302,6 +315,8 @@ private:
     // lock (GW_REQ_INLINE_CB), else queued for run_completions().
     void complete(gw_request_t *req, gw_status_t status)
     {
+        if (req->flags & kReqLayoutStaged) [[unlikely]]
+            status = unstage_layout(req, status);
         req->status = status;
         if (req->flags & GW_REQ_INLINE_CB) {
             req->complete_cb(req);
@@ -348,6 +363,11 @@ private:
         return GW_OK;
     }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
+    // Layout receives (layout.cpp): the bytes UCX held back in op->block go
+    // to the layout; a D-bit message makes it land whole first.
+    bool finish_layout_recv(RecvOp *op, size_t length);
+    bool stage_layout(RecvOp *op, size_t length);
+    gw_status_t unstage_layout(gw_request_t *req, gw_status_t status);
     // Picks where UCX writes for this receive; false when out of memory.
     bool lands_on_device(uint32_t ctx, int32_t source);
     void order_after_user(int device);
@@ -418,6 +438,11 @@ private:
     mutable EngineLock lock_;
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
+    // UCX generic datatypes of gw_layout_t sends (state: the layout) and
+    // receives (state: the RecvOp).
+    ucp_datatype_t layout_send_dt_ = 0;
+    ucp_datatype_t layout_recv_dt_ = 0;
+    bool layout_dts_ = false;
     ucp_address_t *address_ = nullptr;
     size_t address_length_ = 0;
     std::vector<Peer> peers_;
