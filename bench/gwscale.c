@@ -7,8 +7,11 @@
  *                              vector and checks every byte
  *   gwscale comms N            N communicators (MPI_Comm_dup), one message
  *                              pending on each before any is received, then
- *                              received in reverse order and checked; times
- *                              the whole phase (sends, receives, frees)
+ *                              received in reverse order and checked, each
+ *                              freed once received; times the whole phase
+ *                              (sends, receives, frees).
+ *                              GWSCALE_ANY set: the receives take any source
+ *                              and any tag
  *
  * Prints one line: "<mode> <n> <seconds>". Exit 0 when the data was right.
  */
@@ -89,6 +92,7 @@ static int comms(int n)
     for (int i = 0; i < n; i++)
         if (MPI_SUCCESS != MPI_Comm_dup(MPI_COMM_WORLD, &c[i])) die("MPI_Comm_dup failed");
     int bad = 0;
+    const int any = getenv("GWSCALE_ANY") != NULL; /* wildcard receives */
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     if (rank == 0) {
@@ -102,11 +106,17 @@ static int comms(int n)
         MPI_Barrier(MPI_COMM_WORLD);
         for (int i = n - 1; i >= 0; i--) {
             MPI_Status st;
-            MPI_Recv(&v[i], 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, c[i], &st);
+            if (any)
+                MPI_Recv(&v[i], 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, c[i], &st);
+            else
+                MPI_Recv(&v[i], 1, MPI_INT, 0, i % 7, c[i], &st);
             if (v[i] != (i ^ 0x5a5a) || st.MPI_TAG != i % 7) bad = 1;
+            /* Done with it while the others still hold their message. */
+            MPI_Comm_free(&c[i]);
         }
     }
-    for (int i = 0; i < n; i++) MPI_Comm_free(&c[i]);
+    if (rank == 0)
+        for (int i = 0; i < n; i++) MPI_Comm_free(&c[i]);
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     double t = MPI_Wtime() - t0;
     if (rank == 0) printf("comms %d %.4f\n", n, t);
