@@ -223,7 +223,7 @@ void Engine::poll_congestion()
 
 void Engine::disconnect()
 {
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     // Flush-close every endpoint, bounded in time: a peer that is gone must
     // not hang MPI_Finalize.
     std::vector<void *> closing;
@@ -255,7 +255,7 @@ void Engine::disconnect()
         }
         ucp_request_free(r);
     }
-    lock_.unlock();
+    guard.unlock();
     run_completions();
 }
 
@@ -359,15 +359,14 @@ Context &Engine::context(uint32_t id)
 void Engine::run_completions()
 {
     for (;;) {
-        lock_.lock();
+        std::unique_lock<EngineLock> guard(lock_);
         if (done_head_ == done_.size()) {
             done_.clear();
             done_head_ = 0;
-            lock_.unlock();
             return;
         }
         gw_request_t *req = done_[done_head_++];
-        lock_.unlock();
+        guard.unlock();
         req->complete_cb(req);
     }
 }
@@ -486,18 +485,17 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
                           int32_t tag, const void *buf, size_t len, unsigned flags)
 {
     if (peer >= peers_.size()) return GW_ERR_INVALID;
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     gw_status_t st;
     ucp_ep_h ep = endpoint(peer, st);
     if (!ep) {
-        lock_.unlock();
         return st;
     }
     const uint64_t wire_tag = make_send_tag(ctx, my_rank, tag);
     req->length = len;
     if ((dev_ && len) || (flags & GW_SEND_SYNC) || (pacer_ && len >= params_.pace_min_bytes))
         [[unlikely]]
-        return isend_general(req, ep, peer, wire_tag, buf, len, flags);
+        return isend_general(guard, req, ep, peer, wire_tag, buf, len, flags);
 
     // Host memory, standard mode, not paced: the user's bytes as one tagged
     // message. The operation's state is written only if UCX keeps the send
@@ -507,24 +505,23 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, wire_tag, &rp);
     if (r == nullptr) [[likely]] {
         count_host_send(len, false);
-        return sent_at_once(req);
+        return sent_at_once(guard, req);
     }
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
             ucs_status_string(UCS_PTR_STATUS(r)));
-        lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
     count_host_send(len, true);
     new (op) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK, 0};
-    lock_.unlock();
     return GW_OK;
 }
 
 // Device memory, synchronous mode or paced: every path decision. Called with
 // the lock held; releases it.
-gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
-                                  const void *buf, size_t len, unsigned flags)
+gw_status_t Engine::isend_general(std::unique_lock<EngineLock> &guard, gw_request_t *req,
+                                  ucp_ep_h ep, uint32_t peer, uint64_t wire_tag, const void *buf,
+                                  size_t len, unsigned flags)
 {
     gw_status_t st;
     auto *op = new (req->priv) SendOp;
@@ -597,7 +594,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             ++stats_.sends;
             stats_.bytes_sent += len;
             st = start_chunked_send(op, ep, peer, wire_tag, buf, len, -1, false, true);
-            lock_.unlock();
+            guard.unlock();
             run_completions();
             return st;
         }
@@ -609,7 +606,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             ++stats_.sends;
             stats_.bytes_sent += len;
             st = start_chunked_send(op, ep, peer, wire_tag, buf, len, device, false, true);
-            lock_.unlock();
+            guard.unlock();
             run_completions();
             return st;
         }
@@ -624,7 +621,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
             stats_.bytes_sent += len;
             st = start_chunked_send(op, ep, peer, wire_tag, buf, len, device,
                                     pacer_ && !peer_local(peer));
-            lock_.unlock();
+            guard.unlock();
             run_completions();
             return st;
         }
@@ -646,7 +643,6 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                 free_side(op);
                 log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", len,
                     cs.message().c_str());
-                lock_.unlock();
                 return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
             }
             payload = bounce;
@@ -664,7 +660,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         ++stats_.sends;
         stats_.bytes_sent += len;
         st = start_chunked_send(op, ep, peer, wire_tag, buf, len, -1, true);
-        lock_.unlock();
+        guard.unlock();
         run_completions();
         return st;
     }
@@ -676,14 +672,13 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
     if (r == nullptr && op->waiting == kWaitSend && !op->side) [[likely]] {
         // Done at once (the common small send): complete without the queue.
         count_host_send(len, false);
-        return sent_at_once(req);
+        return sent_at_once(guard, req);
     }
     if (UCS_PTR_IS_ERR(r)) {
         if (op->waiting & kWaitAck) sync_waiting_.erase(op->sync_id);
         log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
             ucs_status_string(UCS_PTR_STATUS(r)));
         free_side(op);
-        lock_.unlock();
         return from_ucs(UCS_PTR_STATUS(r));
     }
     if (!op->side) {
@@ -693,7 +688,7 @@ gw_status_t Engine::isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer,
         stats_.bytes_sent += len;
     }
     if (r == nullptr) send_done(op, UCS_OK);
-    lock_.unlock();
+    guard.unlock();
     run_completions();
     return GW_OK;
 }
@@ -1179,7 +1174,7 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
                           void *buf, size_t cap)
 {
     RecvOp *op = start_recv(req, buf, cap);
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     if (dev_) [[unlikely]] {
         classify_recv(op);
         op->direct = op->device >= 0 && lands_on_device(ctx, source);
@@ -1194,7 +1189,7 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
     } else {
         post(op, ctx, source, tag);
     }
-    lock_.unlock();
+    guard.unlock();
     run_completions();
     return GW_OK;
 }
@@ -1375,7 +1370,7 @@ gw_status_t Engine::ipc_map(uint32_t peer, const void *blob, size_t len, int dev
         why = "out of memory";
         return GW_ERR_NO_MEMORY;
     }
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     gw_status_t st = GW_OK;
     if (!dev_) {
         why = "no GPU in this process";
@@ -1389,7 +1384,7 @@ gw_status_t Engine::ipc_map(uint32_t peer, const void *blob, size_t len, int dev
             st = GW_ERR_TRANSPORT;
         }
     }
-    lock_.unlock();
+    guard.unlock();
     if (GW_OK != st) {
         delete held; // holds nothing
         return st;
@@ -1402,14 +1397,13 @@ gw_status_t Engine::ipc_map(uint32_t peer, const void *blob, size_t len, int dev
 void Engine::ipc_unmap(void *lease)
 {
     if (!lease) return;
-    lock_.lock();
+    std::lock_guard<EngineLock> guard(lock_);
     delete static_cast<cuda::IpcMapping *>(lease);
-    lock_.unlock();
 }
 
 int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info)
 {
-    lock_.lock();
+    std::lock_guard<EngineLock> guard(lock_);
     InboundMsg *m = pulled_ ? context(ctx).peek_unexpected(source, tag) : nullptr;
     if (!m) {
         uint64_t t, mask;
@@ -1418,21 +1412,19 @@ int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *i
         if (ucp_tag_probe_nb(worker_, t, mask, 0, &ti)) {
             if (!(ti.sender_tag & kDescBit)) {
                 *info = gw_probe_info_t{rank_of(ti.sender_tag), tag_of(ti.sender_tag), ti.length};
-                lock_.unlock();
                 return 1;
             }
             m = pull_prefix(ctx, rank_of(ti.sender_tag), tag);
         }
     }
     if (m) *info = gw_probe_info_t{m->source, m->tag, m->length};
-    lock_.unlock();
     return m != nullptr;
 }
 
 int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info,
                     gw_message_t **msg)
 {
-    lock_.lock();
+    std::lock_guard<EngineLock> guard(lock_);
     InboundMsg *m = pulled_ ? context(ctx).match_unexpected(source, tag) : nullptr;
     if (m) {
         --pulled_;
@@ -1445,7 +1437,6 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
         *info = gw_probe_info_t{m->source, m->tag, m->length};
         *msg = reinterpret_cast<gw_message_t *>(m);
     }
-    lock_.unlock();
     return m != nullptr;
 }
 
@@ -1453,10 +1444,10 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
 {
     auto *m = reinterpret_cast<InboundMsg *>(msg);
     RecvOp *op = start_recv(req, buf, cap);
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     if (dev_) classify_recv(op);
     receive_pulled(op, m);
-    lock_.unlock();
+    guard.unlock();
     run_completions();
     return GW_OK;
 }
@@ -1464,21 +1455,21 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
 int Engine::cancel_recv(gw_request_t *req)
 {
     auto *op = op_of<RecvOp>(req);
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     int cancelled = 0;
     if (op->link.linked() && op->ucx_req) {
         // An unmatched receive completes with UCS_ERR_CANCELED at once.
         ucp_request_cancel(worker_, op->ucx_req);
         cancelled = op->done;
     }
-    lock_.unlock();
+    guard.unlock();
     run_completions();
     return cancelled;
 }
 
 void Engine::stats(gw_engine_stats_t *out) const
 {
-    lock_.lock();
+    std::unique_lock<EngineLock> guard(lock_);
     *out = stats_;
     out->ucx_moves_cuda = path_.ucx_has_cuda ? 1 : 0;
     out->pace_rate_mbps = pacer_ ? uint64_t(pacer_->rate_gbps() * 1000.0) : 0;
@@ -1496,7 +1487,7 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->shared_chunks = outbox_->counters().lent;
         out->shared_slot_waits = outbox_->counters().busy;
     }
-    lock_.unlock();
+    guard.unlock();
     if (dev_) {
         auto c = dev_->classifier_counters();
         out->classifier_host_hits = c.host_hits;
@@ -1511,7 +1502,7 @@ void Engine::stats(gw_engine_stats_t *out) const
 
 void Engine::context_release(uint32_t ctx)
 {
-    lock_.lock();
+    std::lock_guard<EngineLock> guard(lock_);
     size_t dropped = 0;
     auto drop = [&](InboundMsg *m) {
         // A sender of a descriptor waits for its acknowledgement.
@@ -1543,7 +1534,6 @@ void Engine::context_release(uint32_t ctx)
         stats_.dropped_messages += dropped;
     }
     if (!pending_acks_.empty() || !pending_hints_.empty()) flush_acks();
-    lock_.unlock();
 }
 
 } // namespace gpuwire::engine

@@ -229,12 +229,12 @@ public:
     // The fast path of progress: UCX, then the rest only when there is any.
     int progress()
     {
-        lock_.lock();
+        std::unique_lock<EngineLock> guard(lock_);
         int n = static_cast<int>(ucp_worker_progress(worker_));
         if (side_work()) [[unlikely]]
             n += progress_side_work();
         const bool any_done = done_head_ != done_.size();
-        lock_.unlock();
+        guard.unlock();
         if (any_done) run_completions();
         return n;
     }
@@ -259,10 +259,8 @@ public:
     void stats(gw_engine_stats_t *out) const;
     int is_device_memory(const void *buf, size_t len)
     {
-        lock_.lock();
-        int d = device_of(buf, len);
-        lock_.unlock();
-        return d >= 0;
+        std::lock_guard<EngineLock> guard(lock_);
+        return device_of(buf, len) >= 0;
     }
     int has_device(const char **why_not) const
     {
@@ -340,8 +338,10 @@ private:
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 
-    gw_status_t isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
-                              const void *buf, size_t len, unsigned flags);
+    // Called with guard holding the lock; releases it.
+    gw_status_t isend_general(std::unique_lock<EngineLock> &guard, gw_request_t *req, ucp_ep_h ep,
+                              uint32_t peer, uint64_t wire_tag, const void *buf, size_t len,
+                              unsigned flags);
     // Counts a host message handed to UCX: rendezvous by the configured
     // threshold, else by whether UCX kept it (it needed the receiver).
     void count_host_send(size_t len, bool kept)
@@ -353,10 +353,10 @@ private:
     }
     // A send UCX finished inside the call: the lock goes, then the callback
     // runs, then whatever else completed meanwhile.
-    gw_status_t sent_at_once(gw_request_t *req)
+    gw_status_t sent_at_once(std::unique_lock<EngineLock> &guard, gw_request_t *req)
     {
         const bool others = done_head_ != done_.size();
-        lock_.unlock();
+        guard.unlock();
         req->status = GW_OK;
         req->complete_cb(req);
         if (others) run_completions();

@@ -98,10 +98,7 @@ gw_status_t Engine::isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx,
         return from_ucs(UCS_PTR_STATUS(r));
     }
     count_host_send(len, r != nullptr);
-    if (r == nullptr) {
-        guard.release(); // sent_at_once() unlocks
-        return sent_at_once(req);
-    }
+    if (r == nullptr) return sent_at_once(guard, req);
     return GW_OK;
 }
 
@@ -109,7 +106,7 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
                                  const gw_layout_t *layout)
 {
     {
-        std::unique_lock<EngineLock> guard(lock_);
+        std::lock_guard<EngineLock> guard(lock_);
         // A probe took messages out of UCX: receive_pulled() needs one range.
         if (pulled_) return GW_ERR_UNSUPPORTED;
         RecvOp *op = start_recv(req, nullptr, layout->length);
