@@ -196,6 +196,30 @@ struct Xfer {
     XferSlot slots[kXferSlots];
 };
 
+// Where a message goes (Engine::decide, send_path.cpp).
+enum class SendPath : uint8_t {
+    host,           // the bytes to UCX as they are (eager or rendezvous)
+    host_paced,     // host, large, to another node: chunks the pacer admits
+    host_shared,    // host, to a receiver that takes them into GPU memory: shared slots
+    ipc,            // same node, device memory: a CUDA IPC descriptor
+    ucx_device,     // other node, device memory: UCX moves it (GPUDirect RDMA)
+    staged_shared,  // device memory through the shared staging slots
+    staged_chunked, // device memory through pinned chunks
+    staged_whole,   // device memory copied whole into host memory, sent as host data
+};
+
+// The arguments of one send, as the starters take them.
+struct SendArgs {
+    gw_request_t *req;
+    ucp_ep_h ep;
+    uint32_t peer;
+    uint64_t wire_tag;
+    const void *buf;
+    size_t len;
+    unsigned flags;
+    int device; // GPU of buf, -1 for host memory
+};
+
 // A lock that costs one predictable branch when the application is not
 // multi-threaded.
 class EngineLock {
@@ -338,10 +362,23 @@ private:
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 
-    // Called with guard holding the lock; releases it.
-    gw_status_t isend_general(std::unique_lock<EngineLock> &guard, gw_request_t *req, ucp_ep_h ep,
-                              uint32_t peer, uint64_t wire_tag, const void *buf, size_t len,
-                              unsigned flags);
+    // The send path (send_path.cpp): decide() picks the path of a message,
+    // once; a starter per path, each called with guard holding the lock,
+    // which it releases.
+    SendPath decide(uint32_t peer, const void *buf, size_t len, unsigned flags,
+                    cuda::MemoryInfo &mi, int &device);
+    SendPath staged_path(uint32_t peer, size_t len, int device, unsigned flags);
+    SendOp *send_op(gw_request_t *req);
+    using Guard = std::unique_lock<EngineLock>;
+    gw_status_t start_host(Guard &guard, const SendArgs &a);
+    gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
+                              bool shared);
+    gw_status_t start_ipc(Guard &guard, const SendArgs &a, const cuda::MemoryInfo &mi);
+    gw_status_t start_ucx_device(Guard &guard, const SendArgs &a);
+    gw_status_t start_staged(Guard &guard, const SendArgs &a, SendPath path);
+    gw_status_t send_whole(Guard &guard, const SendArgs &a, SendOp *op, const void *payload,
+                           size_t payload_len, uint64_t wire_tag, ucp_request_param_t &rp,
+                           bool sync);
     // Counts a host message handed to UCX: rendezvous by the configured
     // threshold, else by whether UCX kept it (it needed the receiver).
     void count_host_send(size_t len, bool kept)
