@@ -8,6 +8,11 @@
 // and releases it (before running completions, which may call the engine).
 #include "engine/engine.hpp"
 
+#include "gpuwire/cuda/copy.hpp"
+#include "gpuwire/cuda/ipc_blob.hpp"
+
+#include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace gpuwire::engine {
@@ -254,6 +259,265 @@ gw_status_t Engine::send_whole(Guard &guard, const SendArgs &a,
     guard.unlock();
     run_completions();
     return GW_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------
+
+bool Engine::peer_local(uint32_t peer)
+{
+    if (peer == params_.my_peer) return true;
+    int8_t &l = local_[peer];
+    if (l < 0) l = params_.peer_is_local && params_.peer_is_local(params_.resolve_ctx, peer) ? 1 : 0;
+    return l == 1;
+}
+
+bool Engine::use_shared_staging(uint32_t peer, size_t len, int device)
+{
+    return params_.shared_staging && len >= params_.shared_staging_min &&
+           peer != params_.my_peer && peer_local(peer) && outbox(device);
+}
+
+// Pinned in the context of the GPU of the first message that needs it
+// (portable: usable by every GPU).
+cuda::SharedOutbox *Engine::outbox(int device)
+{
+    if (outbox_ || outbox_failed_) return outbox_.get();
+    const size_t chunk = std::min(params_.chunk_bytes, dev_->pinned_chunk_bytes());
+    const size_t slots =
+        std::clamp<size_t>(params_.shared_staging_bytes / chunk, 1, cuda::kSharedSlotsMax);
+    auto o = cuda::SharedOutbox::create(&cuda::Driver::instance(), chunk, slots, device);
+    if (!o) {
+        outbox_failed_ = true;
+        log(GW_LOG_WARN,
+            "shared staging memory could not be set up (%s): device messages without CUDA IPC "
+            "go through UCX; pml_gpuwire_shared_staging 0 stops trying",
+            o.status().message().c_str());
+        return nullptr;
+    }
+    outbox_ = std::move(*o);
+    log(GW_LOG_INFO, "shared staging: %zu slots of %zu bytes (%s)", outbox_->slots(),
+        outbox_->slot_bytes(), cuda::shared_segment_path(outbox_->id()).c_str());
+    return outbox_.get();
+}
+
+// Before a copy that no stream orders after the application's work on the
+// default stream of GPU device (a CUDA IPC read by another process, UCX's
+// own streams), with pml_gpuwire_device_sync: waits for that stream (a
+// cudaMemcpy whose DMA is still running, say).
+void Engine::order_after_user(int device)
+{
+    if (!params_.device_sync) return;
+    cuda::Status ws = cuda::wait_legacy_stream(device);
+    if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
+}
+
+Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi)
+{
+    if (!dev_ || len == 0) return Protocol::host;
+    cuda::Status s = dev_->classify(buf, len, mi);
+    if (!s) {
+        log(GW_LOG_WARN, "memory kind of %p unknown (%s): sent as host memory", buf,
+            s.message().c_str());
+        return Protocol::host;
+    }
+    if (!mi.on_gpu()) return Protocol::host;
+    SendTraits t{true, mi.legacy_ipc_exportable(), peer_local(peer)};
+    return choose_protocol(t, len, path_);
+}
+
+// The GPU of buf (GPU 0 where no single one is named), or -1 for host
+// memory; *pinned (when asked) says whether host memory is pinned.
+int Engine::device_of(const void *buf, size_t len, bool *pinned)
+{
+    cuda::MemoryInfo mi;
+    if (!dev_ || len == 0 || !dev_->classify(buf, len, mi)) return -1;
+    if (pinned) *pinned = mi.kind == cuda::MemoryKind::pinned_host;
+    if (!mi.on_gpu()) return -1;
+    return mi.device >= 0 ? mi.device : 0;
+}
+
+// The receive buffer's GPU (op->device), or whether host memory is pinned.
+void Engine::classify_recv(RecvOp *op)
+{
+    bool pinned = false;
+    op->device = device_of(op->buf, op->cap, &pinned);
+    op->host_pinned = pinned;
+}
+
+void Engine::on_send_done(void *request, ucs_status_t status, void *user_data)
+{
+    auto *op = static_cast<SendOp *>(user_data);
+    ucp_request_free(request);
+    op->engine->send_done(op, status);
+}
+
+void Engine::send_done(SendOp *op, ucs_status_t status)
+{
+    op->waiting &= ~kWaitSend;
+    free_side(op);
+    if (status != UCS_OK) {
+        op->status = from_ucs(status);
+        if (op->waiting & kWaitAck) {
+            sync_waiting_.erase(op->sync_id);
+            op->waiting &= ~kWaitAck;
+        }
+    }
+    if (!op->waiting) complete(op->req, op->status);
+}
+
+// What a send kept until UCX was done with it: a descriptor, a chunked
+// transfer's header or a staged copy (pinned, back to the cache; or heap).
+void Engine::free_side(SendOp *op)
+{
+    if (!op->side) return;
+    if (op->desc) {
+        delete static_cast<DeviceDescriptor *>(op->side);
+    } else if (op->pinned) {
+        dev_->return_bounce(op->side);
+    } else {
+        gw_host_buffer_free(op->side);
+    }
+    op->side = nullptr;
+    op->pinned = 0;
+}
+
+void *Engine::lend_bounce(size_t len, int device)
+{
+    const cuda::PinnedCache &cache = dev_->bounce_cache();
+    if (cache.max_bytes() == 0) return nullptr; // switched off
+    cuda::Result<void *> b = dev_->lend_bounce(len, device);
+    if (b) return *b;
+    ++stats_.pinned_bounce_fallbacks;
+    if (b.status().code() == cuda::Errc::busy) {
+        if (!bounce_busy_logged_) {
+            bounce_busy_logged_ = true;
+            log(GW_LOG_INFO,
+                "no pinned bounce buffer of %zu bytes for a device message (%zu bytes pinned, "
+                "%zu lent, bound %zu: pml_gpuwire_pinned_bounce_bytes): staged through "
+                "pageable memory; logged once",
+                len, cache.held_bytes(), cache.lent_bytes(), cache.limit());
+        }
+    } else if (!bounce_failed_logged_) {
+        bounce_failed_logged_ = true;
+        log(GW_LOG_WARN,
+            "pinning a %zu-byte bounce buffer for a device message failed (%s): pinned bounce "
+            "buffers stay within the %zu bytes pinned so far; logged once",
+            len, b.status().message().c_str(), cache.limit());
+    }
+    return nullptr;
+}
+
+ucs_status_t Engine::on_sync_ack(void *arg, const void *header, size_t header_length, void *,
+                                 size_t, const ucp_am_recv_param_t *)
+{
+    auto *e = static_cast<Engine *>(arg);
+    SyncAckHeader h;
+    if (!decode_sync_ack(header, header_length, &h)) return UCS_OK;
+    auto it = e->sync_waiting_.find(h.sync_id);
+    if (it == e->sync_waiting_.end()) {
+        e->log(GW_LOG_WARN, "device-copy acknowledgement for an unknown send dropped");
+        return UCS_OK;
+    }
+    SendOp *op = it->second;
+    e->sync_waiting_.erase(it);
+    op->waiting &= ~kWaitAck;
+    ++e->stats_.sync_acks;
+    if (!op->waiting) e->complete(op->req, op->status);
+    return UCS_OK;
+}
+
+// A peer on this node says where it takes our large messages.
+ucs_status_t Engine::on_kind_hint(void *arg, const void *header, size_t header_length, void *,
+                                  size_t, const ucp_am_recv_param_t *)
+{
+    auto *e = static_cast<Engine *>(arg);
+    KindHint h;
+    if (!decode_kind_hint(header, header_length, &h) || h.src_peer >= e->peers_.size() ||
+        h.src_peer == e->params_.my_peer || !e->peer_local(h.src_peer)) {
+        e->log(GW_LOG_WARN, "malformed receive-kind hint dropped");
+        return UCS_OK;
+    }
+    Peer &p = e->peers_[h.src_peer];
+    if (h.into == kHintIntoDevice) {
+        // Its receives land in GPU memory: CUDA IPC again for device messages.
+        p.into_device = true;
+        p.into_host = false;
+    } else {
+        p.into_host = true;
+    }
+    return UCS_OK;
+}
+
+// A large message from a process of this node took the slow way here (a host
+// message into GPU memory through host memory, kHintIntoDevice; a CUDA IPC
+// message into pageable host memory, kHintIntoHost): tell the sender, once
+// until a shared transfer shows it switched back, that such messages may use
+// its shared slots.
+void Engine::hint_kind(uint32_t peer, uint32_t into)
+{
+    if (!params_.shared_staging || !params_.shared_staging_host || peer >= peers_.size() ||
+        peer == params_.my_peer || !peer_local(peer))
+        return;
+    bool &hinted = into == kHintIntoDevice ? peers_[peer].hinted_device : peers_[peer].hinted_host;
+    if (hinted) return;
+    hinted = true;
+    if (into == kHintIntoHost) hinted_host_any_ = true;
+    pending_hints_.push_back(PendingHint{peer, into});
+}
+
+namespace {
+struct AmSend {
+    alignas(8) unsigned char bytes[16];
+};
+} // namespace
+
+void Engine::on_ack_sent(void *request, ucs_status_t, void *user_data)
+{
+    ucp_request_free(request);
+    delete static_cast<AmSend *>(user_data);
+}
+
+// One eager active message of at most 16 header bytes.
+void Engine::send_am(uint32_t peer, unsigned id, const void *header, size_t length)
+{
+    gw_status_t st;
+    ucp_ep_h ep = endpoint(peer, st);
+    if (!ep) return;
+    auto *m = new AmSend;
+    std::memcpy(m->bytes, header, length);
+    ucp_request_param_t rp{};
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    rp.cb.send = &Engine::on_ack_sent;
+    rp.user_data = m;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, id, m->bytes, length, nullptr, 0, &rp);
+    if (!UCS_PTR_IS_PTR(r)) {
+        if (UCS_PTR_IS_ERR(r))
+            log(GW_LOG_ERROR, "active message %u to process %u failed: %s", id, peer,
+                ucs_status_string(UCS_PTR_STATUS(r)));
+        delete m;
+    }
+}
+
+// Acknowledgements of device copies (and receive-into-GPU hints) are sent
+// from progress(), outside UCX's callbacks, because they may need a new
+// endpoint.
+void Engine::flush_acks()
+{
+    // Nothing below queues acks, so the queue keeps its capacity.
+    for (const PendingAck &a : pending_acks_) {
+        const SyncAckHeader h{a.sync_id};
+        send_am(a.peer, AM_SYNC_ACK, &h, sizeof(h));
+    }
+    pending_acks_.clear();
+    for (const PendingHint &p : pending_hints_) {
+        const KindHint h{kKindHintMagic, params_.my_peer, p.into, 0};
+        send_am(p.peer, AM_KIND_HINT, &h, sizeof(h));
+    }
+    pending_hints_.clear();
 }
 
 } // namespace gpuwire::engine
