@@ -48,7 +48,7 @@ for case in $(for b in $blocks; do echo noncontig:$b; done; for c in $comms; do 
         done
     done
     a=$(median </tmp/gwscale.$$.ob1) b=$(median </tmp/gwscale.$$.gpuwire)
-    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a > 0 ? b / a : 0 }')
+    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / (a+1e-9)      }')
     printf "%-10s %8s %12s %12s %7s\n" "$mode" "$n" "$a" "$b" "$ratio"
     awk -v r="$ratio" -v l="$limit" 'BEGIN { exit !(r > l) }' && fail=1
 done
