@@ -99,6 +99,8 @@ void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
         mca_pml_base_bsend_request_free(req->staging);
     } else if (req->staging_kind == PML_GW_STAGING_DEVICE) {
         gw_dev_temp_put(req->staging);
+    } else if (req->staging_kind == PML_GW_STAGING_LAYOUT) {
+        pml_gpuwire_layout_fini(&req->layout);
     }
     req->staging = NULL;
     req->staging_kind = PML_GW_STAGING_NONE;
@@ -311,6 +313,39 @@ static int start_buffered(mca_pml_gpuwire_request_t *req)
     return MPI_SUCCESS;
 }
 
+/* A large non-contiguous message on host memory goes to the engine as a
+ * layout, packed or unpacked as UCX moves it. 1 when it was not (small,
+ * contiguous, buffered, GPU memory, or the engine needs one range): then it
+ * is staged; else an MPI error code. */
+static int pml_gw_issue_layout(mca_pml_gpuwire_request_t *req, uint32_t peer)
+{
+    const size_t size = pml_gpuwire_packed_size(req->dtype, req->count);
+    if (size < PML_GPUWIRE_LAYOUT_MIN || req->mode == MCA_PML_BASE_SEND_BUFFERED ||
+        req->message != NULL ||
+        opal_datatype_is_contiguous_memory_layout(&req->dtype->super, (int32_t)req->count) ||
+        pml_gw_device_of(req) != -1) {
+        return 1;
+    }
+    const bool send = req->kind == PML_GW_SEND;
+    if (OMPI_SUCCESS != pml_gpuwire_layout_init(&req->layout, send, req->dtype, req->count,
+                                                req->buf)) {
+        return MPI_ERR_INTERN;
+    }
+    gw_engine_t *engine = mca_pml_gpuwire.engine;
+    gw_status_t st =
+        send ? gw_isend_layout(engine, &req->gw, peer, gw_comm_cid(req->comm),
+                               ompi_comm_rank(req->comm), req->tag, &req->layout.gw,
+                               req->mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0)
+             : gw_irecv_layout(engine, &req->gw, gw_comm_cid(req->comm), req->peer, req->tag,
+                               &req->layout.gw);
+    if (GW_OK == st) {
+        req->staging_kind = PML_GW_STAGING_LAYOUT;
+        return MPI_SUCCESS;
+    }
+    pml_gpuwire_layout_fini(&req->layout);
+    return GW_ERR_UNSUPPORTED == st ? 1 : mca_pml_gpuwire_mpi_error(st);
+}
+
 int pml_gw_issue(mca_pml_gpuwire_request_t *req)
 {
     gw_engine_t *engine = mca_pml_gpuwire.engine;
@@ -322,6 +357,8 @@ int pml_gw_issue(mca_pml_gpuwire_request_t *req)
         size_t len;
         rc = pml_gw_peer_index(req->comm, req->peer, &peer);
         if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
+        rc = pml_gw_issue_layout(req, peer);
+        if (1 != rc) return rc;
         rc = pml_gw_send_prepare(req, &addr, &len);
         if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
         unsigned flags = req->mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? GW_SEND_SYNC : 0;
@@ -330,6 +367,8 @@ int pml_gw_issue(mca_pml_gpuwire_request_t *req)
     } else {
         void *addr;
         size_t cap;
+        rc = pml_gw_issue_layout(req, 0);
+        if (1 != rc) return rc;
         rc = pml_gw_recv_prepare(req, &addr, &cap);
         if (OPAL_UNLIKELY(MPI_SUCCESS != rc)) return rc;
         st = req->message ? gw_imrecv(engine, &req->gw, req->message, addr, cap)

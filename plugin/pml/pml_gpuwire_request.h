@@ -11,6 +11,7 @@
 #define PML_GPUWIRE_REQUEST_H
 
 #include "pml_gpuwire.h"
+#include "pml_gpuwire_datatype.h"
 
 enum { PML_GW_SEND = 1, PML_GW_RECV = 2 };
 enum {
@@ -19,8 +20,16 @@ enum {
     PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype */
 };
 /* Where a non-contiguous message is packed: malloc'ed or bsend host memory,
- * or a device temporary (gw_dev_temp_get) on GPU staging_device. */
-enum { PML_GW_STAGING_NONE = 0, PML_GW_STAGING_MALLOC, PML_GW_STAGING_BSEND, PML_GW_STAGING_DEVICE };
+ * a device temporary (gw_dev_temp_get) on GPU staging_device, or nowhere:
+ * a large one on host memory is packed piece by piece as UCX moves it
+ * (LAYOUT, the request's layout). */
+enum {
+    PML_GW_STAGING_NONE = 0,
+    PML_GW_STAGING_MALLOC,
+    PML_GW_STAGING_BSEND,
+    PML_GW_STAGING_DEVICE,
+    PML_GW_STAGING_LAYOUT
+};
 
 typedef struct mca_pml_gpuwire_request {
     ompi_request_t ompi;
@@ -43,6 +52,7 @@ typedef struct mca_pml_gpuwire_request {
     void *staging;
     size_t staging_len;
     int staging_device;
+    pml_gpuwire_layout_t layout; /* PML_GW_STAGING_LAYOUT */
 } mca_pml_gpuwire_request_t;
 
 OBJ_CLASS_DECLARATION(mca_pml_gpuwire_request_t);

@@ -96,6 +96,20 @@ gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32
     return engine->impl->irecv(req, ctx, source, gpuwire::engine::fold_tag(tag), buf, cap);
 }
 
+gw_status_t gw_isend_layout(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint32_t ctx,
+                            int32_t my_rank, int32_t tag, const gw_layout_t *layout,
+                            unsigned flags)
+{
+    return engine->impl->isend_layout(req, peer, ctx, my_rank, gpuwire::engine::fold_tag(tag),
+                                      layout, flags);
+}
+
+gw_status_t gw_irecv_layout(gw_engine_t *engine, gw_request_t *req, uint32_t ctx,
+                            int32_t source, int32_t tag, const gw_layout_t *layout)
+{
+    return engine->impl->irecv_layout(req, ctx, source, gpuwire::engine::fold_tag(tag), layout);
+}
+
 gw_status_t gw_ipc_map(gw_engine_t *engine, uint32_t peer, const void *blob, size_t len,
                        int device, void **ptr, void **lease, char *why, size_t why_len)
 {

@@ -81,10 +81,18 @@ struct RecvOp {
     uint8_t pinned;    // bounce is lent by the device path's pinned cache (else malloc)
     uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
     uint8_t host_pinned; // buf is pinned host memory (a DMA reaches it directly)
+    // A receive into a gw_layout_t (then landing is that layout): 1 while UCX
+    // unpacks into it, 2 once a D-bit message made it land whole in buf
+    // (kReqLayoutStaged), unpacked from there at completion.
+    uint8_t layout;
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
 };
+
+// An engine-internal bit of gw_request_t::flags: a layout receive landed
+// whole in a staging buffer (RecvOp::layout == 2), unpacked at completion.
+constexpr unsigned kReqLayoutStaged = 0x80000000u;
 
 // SendOp::waiting bits.
 constexpr uint8_t kWaitSend = 0x1; // UCX has not finished the send
@@ -189,6 +197,30 @@ struct Xfer {
     XferSlot slots[kXferSlots];
 };
 
+// Where a message goes (Engine::decide, send_path.cpp).
+enum class SendPath : uint8_t {
+    host,           // the bytes to UCX as they are (eager or rendezvous)
+    host_paced,     // host, large, to another node: chunks the pacer admits
+    host_shared,    // host, to a receiver that takes them into GPU memory: shared slots
+    ipc,            // same node, device memory: a CUDA IPC descriptor
+    ucx_device,     // other node, device memory: UCX moves it (GPUDirect RDMA)
+    staged_shared,  // device memory through the shared staging slots
+    staged_chunked, // device memory through pinned chunks
+    staged_whole,   // device memory copied whole into host memory, sent as host data
+};
+
+// The arguments of one send, as the starters take them.
+struct SendArgs {
+    gw_request_t *req;
+    ucp_ep_h ep;
+    uint32_t peer;
+    uint64_t wire_tag;
+    const void *buf;
+    size_t len;
+    unsigned flags;
+    int device; // GPU of buf, -1 for host memory
+};
+
 // A lock that costs one predictable branch when the application is not
 // multi-threaded.
 class EngineLock {
@@ -222,12 +254,12 @@ public:
     // The fast path of progress: UCX, then the rest only when there is any.
     int progress()
     {
-        lock_.lock();
+        std::unique_lock<EngineLock> guard(lock_);
         int n = static_cast<int>(ucp_worker_progress(worker_));
         if (side_work()) [[unlikely]]
             n += progress_side_work();
         const bool any_done = done_head_ != done_.size();
-        lock_.unlock();
+        guard.unlock();
         if (any_done) run_completions();
         return n;
     }
@@ -236,6 +268,10 @@ public:
                       int32_t tag, const void *buf, size_t len, unsigned flags);
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
                       size_t cap);
+    gw_status_t isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
+                             int32_t tag, const gw_layout_t *layout, unsigned flags);
+    gw_status_t irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
+                             const gw_layout_t *layout);
     gw_status_t ipc_map(uint32_t peer, const void *blob, size_t len, int device, void **ptr,
                         void **lease, std::string &why);
     void ipc_unmap(void *lease);
@@ -248,10 +284,8 @@ public:
     void stats(gw_engine_stats_t *out) const;
     int is_device_memory(const void *buf, size_t len)
     {
-        lock_.lock();
-        int d = device_of(buf, len);
-        lock_.unlock();
-        return d >= 0;
+        std::lock_guard<EngineLock> guard(lock_);
+        return device_of(buf, len) >= 0;
     }
     int has_device(const char **why_not) const
     {
@@ -285,6 +319,7 @@ private:
 
     explicit Engine(const gw_engine_params_t &params);
     gw_status_t init(std::string &why);
+    gw_status_t create_layout_dts(std::string &why);
 
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
     // The endpoint to a peer, made on first use (connect()).
@@ -303,6 +338,8 @@ private:
     // lock (GW_REQ_INLINE_CB), else queued for run_completions().
     void complete(gw_request_t *req, gw_status_t status)
     {
+        if (req->flags & kReqLayoutStaged) [[unlikely]]
+            status = unstage_layout(req, status);
         req->status = status;
         if (req->flags & GW_REQ_INLINE_CB) {
             req->complete_cb(req);
@@ -326,8 +363,23 @@ private:
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 
-    gw_status_t isend_general(gw_request_t *req, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
-                              const void *buf, size_t len, unsigned flags);
+    // The send path (send_path.cpp): decide() picks the path of a message,
+    // once; a starter per path, each called with guard holding the lock,
+    // which it releases.
+    SendPath decide(uint32_t peer, const void *buf, size_t len, unsigned flags,
+                    cuda::MemoryInfo &mi, int &device);
+    SendPath staged_path(uint32_t peer, size_t len, int device, unsigned flags);
+    SendOp *send_op(gw_request_t *req);
+    using Guard = std::unique_lock<EngineLock>;
+    gw_status_t start_host(Guard &guard, const SendArgs &a);
+    gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
+                              bool shared);
+    gw_status_t start_ipc(Guard &guard, const SendArgs &a, const cuda::MemoryInfo &mi);
+    gw_status_t start_ucx_device(Guard &guard, const SendArgs &a);
+    gw_status_t start_staged(Guard &guard, const SendArgs &a, SendPath path);
+    gw_status_t send_whole(Guard &guard, const SendArgs &a, SendOp *op, const void *payload,
+                           size_t payload_len, uint64_t wire_tag, ucp_request_param_t &rp,
+                           bool sync);
     // Counts a host message handed to UCX: rendezvous by the configured
     // threshold, else by whether UCX kept it (it needed the receiver).
     void count_host_send(size_t len, bool kept)
@@ -339,16 +391,21 @@ private:
     }
     // A send UCX finished inside the call: the lock goes, then the callback
     // runs, then whatever else completed meanwhile.
-    gw_status_t sent_at_once(gw_request_t *req)
+    gw_status_t sent_at_once(std::unique_lock<EngineLock> &guard, gw_request_t *req)
     {
         const bool others = done_head_ != done_.size();
-        lock_.unlock();
+        guard.unlock();
         req->status = GW_OK;
         req->complete_cb(req);
         if (others) run_completions();
         return GW_OK;
     }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
+    // Layout receives (layout.cpp): the bytes UCX held back in op->block go
+    // to the layout; a D-bit message makes it land whole first.
+    bool finish_layout_recv(RecvOp *op, size_t length);
+    bool stage_layout(RecvOp *op, size_t length);
+    gw_status_t unstage_layout(gw_request_t *req, gw_status_t status);
     // Picks where UCX writes for this receive; false when out of memory.
     bool lands_on_device(uint32_t ctx, int32_t source);
     void order_after_user(int device);
@@ -419,6 +476,11 @@ private:
     mutable EngineLock lock_;
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
+    // UCX generic datatypes of gw_layout_t sends (state: the layout) and
+    // receives (state: the RecvOp).
+    ucp_datatype_t layout_send_dt_ = 0;
+    ucp_datatype_t layout_recv_dt_ = 0;
+    bool layout_dts_ = false;
     ucp_address_t *address_ = nullptr;
     size_t address_length_ = 0;
     std::vector<Peer> peers_;

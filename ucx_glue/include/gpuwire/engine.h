@@ -237,6 +237,34 @@ gw_status_t gw_isend(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint
 gw_status_t gw_irecv(gw_engine_t *engine, gw_request_t *req, uint32_t ctx, int32_t source,
                      int32_t tag, void *buf, size_t cap);
 
+/* A non-contiguous host layout of `length` packed bytes, packed and unpacked
+ * by its owner piece by piece while UCX moves the message (UCX's generic
+ * datatype), so no copy of the whole message is ever staged: a staging
+ * buffer the size of the message is fresh memory, whose first touch costs
+ * more than the copy itself and grows worse than linearly with its size.
+ * Offsets are in packed bytes and mostly increase. pack returns the bytes
+ * written (at most max); unpack returns 0, or -1 on failure. The layout must
+ * stay valid until the request completes. */
+typedef struct {
+    size_t (*pack)(void *user, size_t offset, void *dst, size_t max);
+    int (*unpack)(void *user, size_t offset, const void *src, size_t len);
+    void *user;
+    size_t length;
+} gw_layout_t;
+
+/* gw_isend of the bytes of a layout in host memory. GW_ERR_UNSUPPORTED when
+ * this message must take a path that needs its bytes in one range (paced,
+ * shared staging): then stage it and call gw_isend. */
+gw_status_t gw_isend_layout(gw_engine_t *engine, gw_request_t *req, uint32_t peer, uint32_t ctx,
+                            int32_t my_rank, int32_t tag, const gw_layout_t *layout,
+                            unsigned flags);
+
+/* gw_irecv into a layout in host memory (at most layout->length bytes).
+ * GW_ERR_UNSUPPORTED when it must land in one range (messages taken out of
+ * UCX by a probe are waiting): then stage it and call gw_irecv. */
+gw_status_t gw_irecv_layout(gw_engine_t *engine, gw_request_t *req, uint32_t ctx,
+                            int32_t source, int32_t tag, const gw_layout_t *layout);
+
 /* Looks for a matching message that has arrived (no progress is made).
  * Returns 1 and fills info when one is there, 0 otherwise. */
 int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
