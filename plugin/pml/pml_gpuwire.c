@@ -487,10 +487,7 @@ static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int d
             PML_GW_SEND, PML_GW_INTERNAL, (void *)buf, count, dtype, dst, tag, comm, mode);
         if (NULL == shadow) return MPI_ERR_NO_MEM;
         int rc = pml_gw_request_start(shadow);
-        if (MPI_SUCCESS != rc) {
-            OMPI_REQUEST_FINI(&shadow->ompi);
-            opal_free_list_return(&mca_pml_gpuwire.requests, &shadow->ompi.super);
-        }
+        if (MPI_SUCCESS != rc) pml_gw_request_release(shadow);
         return rc;
     }
     if (OPAL_LIKELY(opal_datatype_is_contiguous_memory_layout(&dtype->super, (int32_t)count))) {

@@ -68,18 +68,22 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
     req->message = NULL;
     req->staging = NULL;
     req->staging_kind = PML_GW_STAGING_NONE;
-    if (persistent) {
-        OBJ_RETAIN(comm);
-        OMPI_DATATYPE_RETAIN(dtype);
-        req->flags |= PML_GW_DTYPE_HELD;
-    }
+    /* MPI lets the application free the datatype and the communicator while
+     * operations that use them are pending: every request holds a reference
+     * to both until it is returned (the engine may still unpack into the
+     * layout, or report the communicator's name, after the handles are freed). */
+    OBJ_RETAIN(comm);
+    OMPI_DATATYPE_RETAIN(dtype);
+    req->flags |= PML_GW_DTYPE_HELD;
     return req;
 }
 
-static void request_release(mca_pml_gpuwire_request_t *req)
+void pml_gw_request_release(mca_pml_gpuwire_request_t *req)
 {
-    if (req->flags & PML_GW_DTYPE_HELD) OMPI_DATATYPE_RELEASE(req->dtype);
-    if (req->flags & PML_GW_PERSISTENT) OBJ_RELEASE(req->comm);
+    if (req->flags & PML_GW_DTYPE_HELD) {
+        OMPI_DATATYPE_RELEASE(req->dtype);
+        OBJ_RELEASE(req->comm);
+    }
     OMPI_REQUEST_FINI(&req->ompi);
     opal_free_list_return(&mca_pml_gpuwire.requests, &req->ompi.super);
 }
@@ -88,7 +92,7 @@ static void request_release(mca_pml_gpuwire_request_t *req)
  * freed); the second one returns the request. */
 static inline void request_vote(mca_pml_gpuwire_request_t *req)
 {
-    if (__atomic_add_fetch(&req->votes, 1, __ATOMIC_ACQ_REL) == 2) request_release(req);
+    if (__atomic_add_fetch(&req->votes, 1, __ATOMIC_ACQ_REL) == 2) pml_gw_request_release(req);
 }
 
 void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
@@ -265,7 +269,7 @@ static void request_engine_done(gw_request_t *g)
         }
     }
     if (req->flags & PML_GW_INTERNAL) {
-        request_release(req);
+        pml_gw_request_release(req);
         return;
     }
     ompi_request_complete(&req->ompi, true);
@@ -302,7 +306,7 @@ static int start_buffered(mca_pml_gpuwire_request_t *req)
     if (NULL == shadow) return MPI_ERR_NO_MEM;
     int rc = pml_gw_request_start(shadow);
     if (MPI_SUCCESS != rc) {
-        request_release(shadow);
+        pml_gw_request_release(shadow);
         return rc;
     }
     req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;

@@ -16,7 +16,7 @@ enum { PML_GW_SEND = 1, PML_GW_RECV = 2 };
 enum {
     PML_GW_PERSISTENT = 0x1, /* MPI_*_init */
     PML_GW_INTERNAL = 0x2,   /* no MPI handle: returns itself when done */
-    PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype */
+    PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype and comm */
 };
 /* Where a non-contiguous message is packed: malloc'ed or bsend host memory,
  * or a device temporary (gw_dev_temp_get) on GPU staging_device. */
@@ -52,6 +52,9 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
                                               ompi_datatype_t *dtype, int peer, int tag,
                                               ompi_communicator_t *comm,
                                               mca_pml_base_send_mode_t mode);
+
+/* Returns a request to the free list with the references it holds. */
+void pml_gw_request_release(mca_pml_gpuwire_request_t *req);
 
 /* Hands the operation to the engine; uses only the request's own fields (not
  * the ompi_request_t), so blocking calls use it with a request on the stack. */
