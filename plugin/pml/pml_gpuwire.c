@@ -555,8 +555,7 @@ static void probe_status(const gw_probe_info_t *info, ompi_status_public_t *stat
 {
     if (MPI_STATUS_IGNORE == status) return;
     status->MPI_SOURCE = info->source;
-    status->MPI_TAG = info->tag;
-    status->MPI_ERROR = MPI_SUCCESS;
+    status->MPI_TAG = info->tag; /* MPI_ERROR stays as the caller set it */
     status->_ucount = info->length;
     status->_cancelled = 0;
 }

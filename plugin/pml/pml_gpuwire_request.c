@@ -249,7 +249,7 @@ int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *sta
     int err = pml_gw_recv_status(g, pml_gpuwire_packed_size(req->dtype, req->count), status);
     if (req->staging && g->status == GW_OK) {
         int rc = pml_gw_recv_unpack(req, g->length);
-        if (MPI_SUCCESS != rc) status->MPI_ERROR = err = rc;
+        if (MPI_SUCCESS != rc) err = rc;
     }
     pml_gw_staging_release(req);
     return err;
@@ -259,7 +259,7 @@ static void request_engine_done(gw_request_t *g)
 {
     mca_pml_gpuwire_request_t *req = from_gw(g);
     if (req->kind == PML_GW_RECV) {
-        pml_gw_recv_finish(req, &req->ompi.req_status);
+        req->ompi.req_status.MPI_ERROR = pml_gw_recv_finish(req, &req->ompi.req_status);
     } else {
         pml_gw_staging_release(req);
         req->ompi.req_status.MPI_ERROR = mca_pml_gpuwire_mpi_error(g->status);

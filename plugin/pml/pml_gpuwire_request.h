@@ -77,7 +77,10 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
 int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap);
 
 /* Fills an MPI status from a finished engine receive into a buffer of
- * full_size bytes; returns the MPI error code. */
+ * full_size bytes; returns the MPI error code. status->MPI_ERROR is left
+ * alone: MPI_Recv, MPI_Mrecv and the probes must not write it (only the
+ * multiple-completion calls do, from the request's own status, which
+ * request_engine_done sets). */
 static inline int pml_gw_recv_status(const gw_request_t *g, size_t full_size,
                                      ompi_status_public_t *status)
 {
@@ -92,12 +95,11 @@ static inline int pml_gw_recv_status(const gw_request_t *g, size_t full_size,
         status->_cancelled = 0;
         status->_ucount = g->status == GW_ERR_TRUNCATE ? full_size : g->length;
     }
-    status->MPI_ERROR = err;
     return err;
 }
 
-/* Fills an MPI status from a finished engine receive; unpacks a staged
- * receive into the user's buffer. Returns the MPI error code. */
+/* Fills an MPI status (but its MPI_ERROR) from a finished engine receive;
+ * unpacks a staged receive into the user's buffer. Returns the MPI error code. */
 int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status);
 void pml_gw_staging_release(mca_pml_gpuwire_request_t *req);
 
