@@ -291,7 +291,7 @@ Engine::~Engine()
     run_completions();
 }
 
-ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status)
+ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
 {
     Peer &p = peers_[peer];
     if (p.ep) {
@@ -316,7 +316,7 @@ ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status)
     }
     ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
     if (s != UCS_OK) {
-        log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
+        if (!quiet) log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
         p.ep = nullptr;
         status = GW_ERR_UNREACHABLE;
         return nullptr;
