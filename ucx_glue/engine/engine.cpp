@@ -152,7 +152,8 @@ gw_status_t Engine::init(std::string &why)
     log(GW_LOG_INFO, "device buffers: %s%s; UCX %s CUDA memory; same-node device path: %s",
         dev_ ? "yes" : "no, ", dev_ ? "" : device_why_.c_str(),
         path_.ucx_has_cuda ? "moves" : "cannot move",
-        path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
+        // No device path (no CUDA driver, or device support off): no CUDA IPC either.
+        !dev_ ? "none" : path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
     log(GW_LOG_INFO, "engine up: peer %u of %u, worker address %zu bytes, %s threads",
         params_.my_peer, params_.npeers, address_length_,
         params_.thread_multiple ? "multiple" : "single");
@@ -170,7 +171,9 @@ gw_status_t Engine::start_pacing(std::string &why)
                 : level == fabric::LogLevel::Warning ? GW_LOG_WARN
                 : level == fabric::LogLevel::Info    ? GW_LOG_INFO
                                                      : GW_LOG_DEBUG;
-        log(l, "fabric: %.*s", int(line.size()), line.data());
+        // The fabric library's lines carry their own "fabric: " prefix.
+        const bool prefixed = line.substr(0, 8) == "fabric: ";
+        log(l, "%s%.*s", prefixed ? "" : "fabric: ", int(line.size()), line.data());
     };
     if (gbps > 0 || params_.pace_auto) {
         fabric::FabricInventory inv = fabric::discover_rdma_devices(root, sink);
