@@ -37,7 +37,14 @@ int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
     if (OPAL_UNLIKELY(NULL == proc)) return MPI_ERR_RANK;
     if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
                       proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers)) {
-        gw_help(GW_HELP_OTHER_JOB, rank, comm->c_name);
+        /* Communicators made by MPI_Comm_spawn/connect have no name. */
+        char name[64];
+        if ('\0' != comm->c_name[0]) {
+            snprintf(name, sizeof(name), "%s", comm->c_name);
+        } else {
+            snprintf(name, sizeof(name), "(unnamed, context id %u)", (unsigned)gw_comm_cid(comm));
+        }
+        gw_help(GW_HELP_OTHER_JOB, rank, name);
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     *peer = proc->super.proc_name.vpid;
