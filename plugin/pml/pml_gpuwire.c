@@ -311,7 +311,43 @@ void mca_pml_gpuwire_close_engine(void)
  * Processes and communicators: endpoints are made lazily, contexts too.
  * ------------------------------------------------------------------------ */
 
-static int pml_add_procs(struct ompi_proc_t **procs, size_t nprocs) { return OMPI_SUCCESS; }
+/* A peer UCX cannot reach (UCX_TLS=cma or =self on a node of several
+ * processes) must stop MPI_Init, not the first message to it. Endpoints stay
+ * lazy: the check makes the endpoints of representative peers only -- this
+ * process itself, the next process on this node and the next one on another
+ * node (by rank, cyclically) -- since every process of the job runs with the
+ * same UCX transports, and what UCX's lane selection depends on is the
+ * transports and whether the peer shares the node. A job whose nodes differ
+ * in devices can still meet an unreachable peer later; that send fails with
+ * an error (never completes as if delivered). Why not every peer: see
+ * ucx_glue/engine/reach.cpp. */
+static int pml_add_procs(struct ompi_proc_t **procs, size_t nprocs)
+{
+    const uint32_t me = mca_pml_gpuwire.my_peer, n = mca_pml_gpuwire.npeers;
+    uint32_t pick[3] = {me, UINT32_MAX, UINT32_MAX}; /* self, next local, next remote */
+    uint32_t dist[3] = {0, UINT32_MAX, UINT32_MAX};
+    for (size_t i = 0; i < nprocs; ++i) {
+        const ompi_proc_t *proc = procs[i];
+        if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) continue;
+        const uint32_t v = proc->super.proc_name.vpid;
+        if (v == me || v >= n) continue;
+        const uint32_t d = (v + n - me) % n;
+        const int k = OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags) ? 1 : 2;
+        if (d < dist[k]) {
+            dist[k] = d;
+            pick[k] = v;
+        }
+    }
+    for (int k = 0; k < 3; ++k) {
+        if (UINT32_MAX == pick[k]) continue;
+        char why[512];
+        if (GW_OK != gw_engine_check_reachable(mca_pml_gpuwire.engine, pick[k], why, sizeof(why))) {
+            gw_help(GW_HELP_DECLINED, "pml", why);
+            return OMPI_ERR_UNREACH;
+        }
+    }
+    return OMPI_SUCCESS;
+}
 
 static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
 {
@@ -488,10 +524,7 @@ static int pml_send(const void *buf, size_t count, ompi_datatype_t *dtype, int d
             PML_GW_SEND, PML_GW_INTERNAL, (void *)buf, count, dtype, dst, tag, comm, mode);
         if (NULL == shadow) return MPI_ERR_NO_MEM;
         int rc = pml_gw_request_start(shadow);
-        if (MPI_SUCCESS != rc) {
-            OMPI_REQUEST_FINI(&shadow->ompi);
-            opal_free_list_return(&mca_pml_gpuwire.requests, &shadow->ompi.super);
-        }
+        if (MPI_SUCCESS != rc) pml_gw_request_release(shadow);
         return rc;
     }
     if (OPAL_LIKELY(opal_datatype_is_contiguous_memory_layout(&dtype->super, (int32_t)count))) {
@@ -559,8 +592,7 @@ static void probe_status(const gw_probe_info_t *info, ompi_status_public_t *stat
 {
     if (MPI_STATUS_IGNORE == status) return;
     status->MPI_SOURCE = info->source;
-    status->MPI_TAG = info->tag;
-    status->MPI_ERROR = MPI_SUCCESS;
+    status->MPI_TAG = info->tag; /* MPI_ERROR stays as the caller set it */
     status->_ucount = info->length;
     status->_cancelled = 0;
 }

@@ -37,7 +37,14 @@ int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
     if (OPAL_UNLIKELY(NULL == proc)) return MPI_ERR_RANK;
     if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
                       proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers)) {
-        gw_help(GW_HELP_OTHER_JOB, rank, comm->c_name);
+        /* Communicators made by MPI_Comm_spawn/connect have no name. */
+        char name[64];
+        if ('\0' != comm->c_name[0]) {
+            snprintf(name, sizeof(name), "%s", comm->c_name);
+        } else {
+            snprintf(name, sizeof(name), "(unnamed, context id %u)", (unsigned)gw_comm_cid(comm));
+        }
+        gw_help(GW_HELP_OTHER_JOB, rank, name);
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     *peer = proc->super.proc_name.vpid;
@@ -68,18 +75,22 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
     req->message = NULL;
     req->staging = NULL;
     req->staging_kind = PML_GW_STAGING_NONE;
-    if (persistent) {
-        OBJ_RETAIN(comm);
-        OMPI_DATATYPE_RETAIN(dtype);
-        req->flags |= PML_GW_DTYPE_HELD;
-    }
+    /* MPI lets the application free the datatype and the communicator while
+     * operations that use them are pending: every request holds a reference
+     * to both until it is returned (the engine may still unpack into the
+     * layout, or report the communicator's name, after the handles are freed). */
+    OBJ_RETAIN(comm);
+    OMPI_DATATYPE_RETAIN(dtype);
+    req->flags |= PML_GW_DTYPE_HELD;
     return req;
 }
 
-static void request_release(mca_pml_gpuwire_request_t *req)
+void pml_gw_request_release(mca_pml_gpuwire_request_t *req)
 {
-    if (req->flags & PML_GW_DTYPE_HELD) OMPI_DATATYPE_RELEASE(req->dtype);
-    if (req->flags & PML_GW_PERSISTENT) OBJ_RELEASE(req->comm);
+    if (req->flags & PML_GW_DTYPE_HELD) {
+        OMPI_DATATYPE_RELEASE(req->dtype);
+        OBJ_RELEASE(req->comm);
+    }
     OMPI_REQUEST_FINI(&req->ompi);
     opal_free_list_return(&mca_pml_gpuwire.requests, &req->ompi.super);
 }
@@ -88,7 +99,7 @@ static void request_release(mca_pml_gpuwire_request_t *req)
  * freed); the second one returns the request. */
 static inline void request_vote(mca_pml_gpuwire_request_t *req)
 {
-    if (__atomic_add_fetch(&req->votes, 1, __ATOMIC_ACQ_REL) == 2) request_release(req);
+    if (__atomic_add_fetch(&req->votes, 1, __ATOMIC_ACQ_REL) == 2) pml_gw_request_release(req);
 }
 
 void pml_gw_staging_release(mca_pml_gpuwire_request_t *req)
@@ -247,7 +258,7 @@ int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *sta
     int err = pml_gw_recv_status(g, pml_gpuwire_packed_size(req->dtype, req->count), status);
     if (req->staging && g->status == GW_OK) {
         int rc = pml_gw_recv_unpack(req, g->length);
-        if (MPI_SUCCESS != rc) status->MPI_ERROR = err = rc;
+        if (MPI_SUCCESS != rc) err = rc;
     }
     pml_gw_staging_release(req);
     return err;
@@ -257,7 +268,7 @@ static void request_engine_done(gw_request_t *g)
 {
     mca_pml_gpuwire_request_t *req = from_gw(g);
     if (req->kind == PML_GW_RECV) {
-        pml_gw_recv_finish(req, &req->ompi.req_status);
+        req->ompi.req_status.MPI_ERROR = pml_gw_recv_finish(req, &req->ompi.req_status);
     } else {
         pml_gw_staging_release(req);
         req->ompi.req_status.MPI_ERROR = mca_pml_gpuwire_mpi_error(g->status);
@@ -267,7 +278,7 @@ static void request_engine_done(gw_request_t *g)
         }
     }
     if (req->flags & PML_GW_INTERNAL) {
-        request_release(req);
+        pml_gw_request_release(req);
         return;
     }
     ompi_request_complete(&req->ompi, true);
@@ -304,7 +315,7 @@ static int start_buffered(mca_pml_gpuwire_request_t *req)
     if (NULL == shadow) return MPI_ERR_NO_MEM;
     int rc = pml_gw_request_start(shadow);
     if (MPI_SUCCESS != rc) {
-        request_release(shadow);
+        pml_gw_request_release(shadow);
         return rc;
     }
     req->ompi.req_status.MPI_ERROR = MPI_SUCCESS;

@@ -17,7 +17,7 @@ enum { PML_GW_SEND = 1, PML_GW_RECV = 2 };
 enum {
     PML_GW_PERSISTENT = 0x1, /* MPI_*_init */
     PML_GW_INTERNAL = 0x2,   /* no MPI handle: returns itself when done */
-    PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype */
+    PML_GW_DTYPE_HELD = 0x4, /* holds a reference to dtype and comm */
 };
 /* Where a non-contiguous message is packed: malloc'ed or bsend host memory,
  * a device temporary (gw_dev_temp_get) on GPU staging_device, or nowhere:
@@ -63,6 +63,9 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
                                               ompi_communicator_t *comm,
                                               mca_pml_base_send_mode_t mode);
 
+/* Returns a request to the free list with the references it holds. */
+void pml_gw_request_release(mca_pml_gpuwire_request_t *req);
+
 /* Hands the operation to the engine; uses only the request's own fields (not
  * the ompi_request_t), so blocking calls use it with a request on the stack. */
 int pml_gw_issue(mca_pml_gpuwire_request_t *req);
@@ -84,7 +87,10 @@ int pml_gw_send_prepare(mca_pml_gpuwire_request_t *req, const void **addr, size_
 int pml_gw_recv_prepare(mca_pml_gpuwire_request_t *req, void **addr, size_t *cap);
 
 /* Fills an MPI status from a finished engine receive into a buffer of
- * full_size bytes; returns the MPI error code. */
+ * full_size bytes; returns the MPI error code. status->MPI_ERROR is left
+ * alone: MPI_Recv, MPI_Mrecv and the probes must not write it (only the
+ * multiple-completion calls do, from the request's own status, which
+ * request_engine_done sets). */
 static inline int pml_gw_recv_status(const gw_request_t *g, size_t full_size,
                                      ompi_status_public_t *status)
 {
@@ -99,12 +105,11 @@ static inline int pml_gw_recv_status(const gw_request_t *g, size_t full_size,
         status->_cancelled = 0;
         status->_ucount = g->status == GW_ERR_TRUNCATE ? full_size : g->length;
     }
-    status->MPI_ERROR = err;
     return err;
 }
 
-/* Fills an MPI status from a finished engine receive; unpacks a staged
- * receive into the user's buffer. Returns the MPI error code. */
+/* Fills an MPI status (but its MPI_ERROR) from a finished engine receive;
+ * unpacks a staged receive into the user's buffer. Returns the MPI error code. */
 int pml_gw_recv_finish(mca_pml_gpuwire_request_t *req, ompi_status_public_t *status);
 void pml_gw_staging_release(mca_pml_gpuwire_request_t *req);
 

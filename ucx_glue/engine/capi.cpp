@@ -74,6 +74,15 @@ void gw_engine_destroy(gw_engine_t *engine) { delete engine; }
 
 void gw_engine_disconnect(gw_engine_t *engine) { engine->impl->disconnect(); }
 
+gw_status_t gw_engine_check_reachable(gw_engine_t *engine, uint32_t peer, char *why,
+                                      size_t why_len)
+{
+    std::string reason;
+    gw_status_t st = engine->impl->check_reachable(peer, reason);
+    if (st != GW_OK && why && why_len) std::snprintf(why, why_len, "%s", reason.c_str());
+    return st;
+}
+
 void gw_engine_address(const gw_engine_t *engine, const void **addr, size_t *len)
 {
     *addr = engine->impl->address();

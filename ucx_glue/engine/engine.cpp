@@ -157,7 +157,8 @@ gw_status_t Engine::init(std::string &why)
     log(GW_LOG_INFO, "device buffers: %s%s; UCX %s CUDA memory; same-node device path: %s",
         dev_ ? "yes" : "no, ", dev_ ? "" : device_why_.c_str(),
         path_.ucx_has_cuda ? "moves" : "cannot move",
-        path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
+        // No device path (no CUDA driver, or device support off): no CUDA IPC either.
+        !dev_ ? "none" : path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
     log(GW_LOG_INFO, "engine up: peer %u of %u, worker address %zu bytes, %s threads",
         params_.my_peer, params_.npeers, address_length_,
         params_.thread_multiple ? "multiple" : "single");
@@ -173,7 +174,9 @@ fabric::LogSink Engine::fabric_sink()
                 : level == fabric::LogLevel::Warning ? GW_LOG_WARN
                 : level == fabric::LogLevel::Info    ? GW_LOG_INFO
                                                      : GW_LOG_DEBUG;
-        log(l, "%.*s", int(line.size()), line.data());
+        // Most of the fabric library's lines carry their own prefix.
+        const bool prefixed = line.substr(0, 8) == "fabric: " || line.substr(0, 6) == "roce: ";
+        log(l, "%s%.*s", prefixed ? "" : "fabric: ", int(line.size()), line.data());
     };
 }
 
@@ -306,7 +309,7 @@ Engine::~Engine()
     run_completions();
 }
 
-ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status)
+ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
 {
     Peer &p = peers_[peer];
     if (p.ep) {
@@ -331,7 +334,7 @@ ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status)
     }
     ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
     if (s != UCS_OK) {
-        log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
+        if (!quiet) log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
         p.ep = nullptr;
         status = GW_ERR_UNREACHABLE;
         return nullptr;

@@ -264,6 +264,7 @@ public:
         return n;
     }
     void disconnect();
+    gw_status_t check_reachable(uint32_t peer, std::string &why); // reach.cpp
     gw_status_t isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                       int32_t tag, const void *buf, size_t len, unsigned flags);
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
@@ -323,16 +324,17 @@ private:
 
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
     // The endpoint to a peer, made on first use (connect()).
-    ucp_ep_h endpoint(uint32_t peer, gw_status_t &status)
+    ucp_ep_h endpoint(uint32_t peer, gw_status_t &status, bool quiet = false)
     {
         Peer &p = peers_[peer];
         if (p.ep && !p.failed) [[likely]] {
             status = GW_OK;
             return p.ep;
         }
-        return connect(peer, status);
+        return connect(peer, status, quiet);
     }
-    ucp_ep_h connect(uint32_t peer, gw_status_t &status);
+    // quiet: the caller reports a failure itself (check_reachable).
+    ucp_ep_h connect(uint32_t peer, gw_status_t &status, bool quiet = false);
     Context &context(uint32_t id);
     // Completes req: at once when its callback may run under the engine's
     // lock (GW_REQ_INLINE_CB), else queued for run_completions().

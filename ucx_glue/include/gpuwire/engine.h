@@ -221,6 +221,13 @@ void gw_engine_destroy(gw_engine_t *engine);
  * down its worker while a peer still flushes towards it. */
 void gw_engine_disconnect(gw_engine_t *engine);
 
+/* Whether UCX can reach process peer with the transports it was given:
+ * makes (and keeps) the endpoint to it, as its first message would. GW_OK,
+ * or GW_ERR_UNREACHABLE with one sentence in why naming the peer and the
+ * transports. See engine/reach.cpp for what this costs. */
+gw_status_t gw_engine_check_reachable(gw_engine_t *engine, uint32_t peer, char *why,
+                                      size_t why_len);
+
 /* This worker's address, to publish to the other processes. Valid until
  * gw_engine_destroy(). */
 void gw_engine_address(const gw_engine_t *engine, const void **addr, size_t *len);
