@@ -13,8 +13,6 @@ set -uo pipefail
 BUILD=$1
 OUT=$2
 BASE=${3:-}
-command -v nvidia-cuda-mps-control >/dev/null || { echo "gpu_mps.sh: no nvidia-cuda-mps-control here"; exit 77; }
-nvidia-smi -L >/dev/null 2>&1 || { echo "gpu_mps.sh: no GPU here"; exit 77; }
 FB=$(find "$BUILD" -name cuda_floor_bench -type f -executable | head -1)
 GWB=$(find "$BUILD" -name gwbench -type f -executable | head -1)
 if [ -z "$FB" ] || [ -z "$GWB" ]; then
@@ -22,14 +20,9 @@ if [ -z "$FB" ] || [ -z "$GWB" ]; then
     exit 1
 fi
 
-MPS=$(mktemp -d /tmp/gw-mps.XXXXXX)
-export CUDA_MPS_PIPE_DIRECTORY=$MPS/pipe CUDA_MPS_LOG_DIRECTORY=$MPS/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d || { echo "gpu_mps.sh: the MPS daemon did not start"; exit 1; }
-trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$MPS"' EXIT
-sleep 2
+# shellcheck source=ci/mps_common.sh
+. "$(dirname "$0")/mps_common.sh"
 
-OMPI_LIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
 # run_of <build dir>: the mpirun prefix that loads that build's components.
 run_of() {
     echo "mpirun --allow-run-as-root -np 2 --bind-to core
