@@ -14,9 +14,9 @@ namespace {
 // The process's context and its references. std::mutex is constant-
 // initialised: no static initialisation order to worry about, and usable
 // from any component's open, whenever the core was loaded.
-std::mutex g_mu;
-GpuContext* g_ctx = nullptr;
-unsigned long long g_refs = 0;
+constinit std::mutex g_mu;
+constinit GpuContext* g_ctx = nullptr;
+constinit unsigned long long g_refs = 0;
 
 // The classifier caches "plain host" answers by page range; such an answer
 // stays right until the range is unmapped, so every unmap of the process is

@@ -16,7 +16,9 @@
 // Threading: classify() is lock-free; the mapping cache has its own lock;
 // the exporter, the stream pool, the pinned pool, the pinned cache and the
 // scratch cache each have a lock of their own, taken by the accessors below
-// (with_*) for the duration of the call. Streams: indexes 0 .. p2p_streams-1
+// (with_*) for the duration of the call. The pinned chunk pool serves the
+// engine only: its chunks go back (PinnedChunk's end) under the engine's lock,
+// never concurrently with another user. Streams: indexes 0 .. p2p_streams-1
 // belong to the engine (one caller at a time: the engine's lock), index
 // p2p_streams to the collectives (their own lock): a TrackedStream's mark()
 // is never called from two threads at once.
