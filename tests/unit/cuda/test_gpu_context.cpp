@@ -1,5 +1,7 @@
 // The process's GPU context without a GPU, and the mapping cache it shares
-// between the components' threads.
+// between the components' threads (the threaded case is a guard for the
+// sanitizer builds: on a loaded machine the threads rarely overlap enough for
+// a missing lock to show in the counts).
 #include <thread>
 #include <vector>
 
@@ -15,8 +17,10 @@ using namespace gw_test;
 
 TEST_CASE("GPU context: without a GPU none is created, the attempt is counted",
           "[cuda][context]") {
-  if (Driver::instance().available() && Driver::instance().device_count() > 0)
-    SKIP("a GPU is present");
+  if (Driver::instance().available() && Driver::instance().device_count() > 0) {
+    WARN("a GPU is present: the [gpu] tests cover this machine");
+    return;
+  }
   const gw_core_counters_t before = *gw_core_counters();
   std::string why;
   GpuContext* ctx = GpuContext::acquire(GpuContextConfig{}, why);
@@ -29,7 +33,7 @@ TEST_CASE("GPU context: without a GPU none is created, the attempt is counted",
   CHECK(after->gpu_context_refs == 0);
 }
 
-TEST_CASE("mapping cache: leases taken and ended from two threads at once",
+TEST_CASE("mapping cache: leases taken and ended from several threads at once",
           "[cuda][ipc][context]") {
   FakeDriver drv;
   IpcExporter ex(drv);
@@ -41,10 +45,11 @@ TEST_CASE("mapping cache: leases taken and ended from two threads at once",
   IpcBlob b;
   REQUIRE(ex.export_range(info, reinterpret_cast<void*>(d), 4096, &b).ok());
   REQUIRE(cache.acquire(7, b, 0).ok());  // opened once, before the threads
-  constexpr int kRounds = 20000;
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 100000;
   std::vector<std::thread> threads;
-  std::vector<int> failures(2, 0);
-  for (int t = 0; t < 2; ++t) {
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kRounds; ++i) {
         Result<IpcMapping> m = cache.acquire(7, b, 0);
@@ -53,10 +58,9 @@ TEST_CASE("mapping cache: leases taken and ended from two threads at once",
     });
   }
   for (auto& th : threads) th.join();
-  CHECK(failures[0] == 0);
-  CHECK(failures[1] == 0);
+  for (int f : failures) CHECK(f == 0);
   CHECK(cache.leased() == 0);
-  CHECK(cache.counters().hits == 2u * kRounds);
+  CHECK(cache.counters().hits == uint64_t{kThreads} * kRounds);
   CHECK(cache.counters().misses == 1);
   CHECK(drv.ipc_opens == 1);
 }
