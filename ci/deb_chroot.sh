@@ -116,7 +116,7 @@ PKGLIB=$(ompi_info --path pkglibdir --parsable | sed 's/.*pkglibdir://')
 # A link is listed as "path -> target": the path is kept.
 dpkg-deb -c "$DEB" | sed 's/ -> .*//' | awk '{ print $NF }' | sed 's|^\./|/|' >"$TMP/contents"
 for f in "$PKGLIB/mca_pml_gpuwire.so" "$PKGLIB/mca_coll_gpuwire.so" "$PKGLIB/mca_osc_gpuwire.so" \
-         /usr/bin/gpuwire-info; do
+         "$PKGLIB/libgpuwire_core.so" /usr/bin/gpuwire-info; do
     grep -qx "$f" "$TMP/contents" || fail "the package lacks $f"
 done
 PRELOAD=$(grep '/libgpuwire_mpi\.so$' "$TMP/contents" | head -1)
@@ -212,6 +212,12 @@ for c in pml coll; do
         fail "mca_${c}_gpuwire.so is not in the chroot's Open MPI component folder $CPKGLIB"
     fi
 done
+# The components load the core from beside them (RUNPATH $ORIGIN).
+if [ -f "$R$CPKGLIB/libgpuwire_core.so" ]; then
+    pass "libgpuwire_core.so beside the components in $CPKGLIB"
+else
+    fail "libgpuwire_core.so is not beside the components in $CPKGLIB"
+fi
 
 in_chroot "$R" "ompi_info" >"$TMP/ompi_info.txt" 2>&1 || fail "ompi_info exited with $?"
 for c in pml coll; do
@@ -260,6 +266,7 @@ say "runs: $(( $(now) - t )) s"
 in_chroot "$R" "apt-get remove -y -q gpuwire" >"$TMP/remove.log" 2>&1 || fail "apt-get remove gpuwire failed"
 if [ -e "$R$CPKGLIB/mca_pml_gpuwire.so" ] || [ -e "$R$CPKGLIB/mca_coll_gpuwire.so" ] ||
         [ -e "$R$CPKGLIB/mca_osc_gpuwire.so" ] ||
+        [ -e "$R$CPKGLIB/libgpuwire_core.so" ] ||
         in_chroot "$R" "ompi_info" 2>&1 | grep -q ' gpuwire '; then
     fail "after apt-get remove gpuwire, Open MPI still finds gpuwire"
 else

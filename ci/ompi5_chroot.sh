@@ -190,6 +190,8 @@ HELLO=/build/tests/integration/gpuwire_hello
 mkdir -p "$ROOT/opt/gpuwire-cross"
 rm -f "$ROOT/opt/gpuwire-cross/"*
 cp "$HOST_SO" "$ROOT/opt/gpuwire-cross/mca_pml_gpuwire.so"
+# The core it needs, from beside it (RUNPATH $ORIGIN).
+cp "$(dirname "$HOST_SO")/libgpuwire_core.so" "$ROOT/opt/gpuwire-cross/"
 rc=0
 in_chroot "$ROOT" "mpirun --allow-run-as-root --oversubscribe -np 2 \
     --mca mca_base_component_path $PKGLIB5:/opt/gpuwire-cross --mca pml gpuwire $HELLO" \
@@ -239,7 +241,7 @@ check_refusal "$V5 component, ompi_info of $V4" "$V5" "$V4" "$TMP/rev_info.txt" 
 # The chroot's own build: the host's glibc may be too old to load it at all;
 # then Open MPI's loader must decline it, and still nothing may crash.
 mkdir -p "$TMP/c5"
-cp "$ROOT/build/components/mca_pml_gpuwire.so" "$TMP/c5/"
+cp "$ROOT/build/components/mca_pml_gpuwire.so" "$ROOT/build/components/libgpuwire_core.so" "$TMP/c5/"
 rc=0
 mpirun --allow-run-as-root --oversubscribe -np 2 \
     --mca mca_base_component_path "$PKGLIB4:$TMP/c5" --mca pml gpuwire "$TMP/hello" \

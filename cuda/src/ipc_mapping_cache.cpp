@@ -37,6 +37,7 @@ IpcMappingCache::~IpcMappingCache() {
 }
 
 Result<IpcMapping> IpcMappingCache::acquire(uint32_t peer, const IpcBlob& blob, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status s = validate_ipc_blob(blob);
   if (!s) return s;
 
@@ -95,6 +96,7 @@ IpcMapping IpcMappingCache::lease(Node& n, const IpcBlob& blob) {
 }
 
 void IpcMappingCache::release(Node* n) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (--n->refs != 0) return;
   --leased_;
   if (!n->withdrawn) {
@@ -151,6 +153,7 @@ void IpcMappingCache::trim() {
 }
 
 void IpcMappingCache::purge_peer(uint32_t peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto o = index_.lower_bound(Key{peer, 0, INT_MIN});
        o != index_.end() && std::get<0>(o->first) == peer;) {
     auto next = std::next(o);

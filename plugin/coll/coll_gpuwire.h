@@ -19,6 +19,7 @@
 
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
+#include "gpuwire/core.h"
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/base/base.h"
@@ -68,11 +69,11 @@ typedef struct {
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;
     /* Counters, read through MPI_T (coll_gpuwire_*); approximate under
-     * MPI_THREAD_MULTIPLE, never locked. */
-    unsigned long long passthrough_calls;
-    unsigned long long staged_calls;
+     * MPI_THREAD_MULTIPLE, never locked. The calls passed through, staged and
+     * run on the GPU over point-to-point are counted in the core
+     * (gw_core_counters(), gpuwire/core.h), where pml gpuwire's statistics
+     * read them too. */
     unsigned long long staged_bytes;
-    unsigned long long device_calls;
     unsigned long long device_nb_calls;
     unsigned long long nvlink_calls;
     unsigned long long nvlink_nb_calls;

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
 #include "ompi/mca/pml/base/base.h"
@@ -157,10 +157,10 @@ static int component_register(void)
 
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",
-                     &mca_coll_gpuwire.passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+                     &gw_core_counters()->coll_passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("staged_calls",
                      "Collectives on device buffers staged through host memory",
-                     &mca_coll_gpuwire.staged_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+                     &gw_core_counters()->coll_staged_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("staged_bytes", "Bytes of host staging used by staged collectives",
                      &mca_coll_gpuwire.staged_bytes, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_calls",
@@ -168,7 +168,7 @@ static int component_register(void)
                      "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
                      "Alltoall(v) (coll_gpuwire_move_algorithm); and MPI_Reduce_local by "
                      "one kernel",
-                     &mca_coll_gpuwire.device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
+                     &gw_core_counters()->coll_device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
     register_counter("device_nb_calls",
                      "Non-blocking collectives on device buffers run on the GPU over "
                      "point-to-point: the reductions (counted when their "
@@ -279,7 +279,8 @@ static int component_close(void)
         COLL_GPUWIRE_VERBOSE(2, "%llu collectives passed through, %llu staged (%llu bytes); "
                                 "%llu classifications (%llu host hits, %llu driver queries); "
                                 "%llu bytes pinned, %llu plain host staging buffers",
-                             mca_coll_gpuwire.passthrough_calls, mca_coll_gpuwire.staged_calls,
+                             gw_core_counters()->coll_passthrough_calls,
+                             gw_core_counters()->coll_staged_calls,
                              mca_coll_gpuwire.staged_bytes, s.classified, s.host_hits, s.misses,
                              s.pinned_bytes, s.plain_allocs);
     }

@@ -43,7 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/pml/pml.h"
@@ -387,8 +387,9 @@ static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         free(j);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    __atomic_fetch_add(j ? &mca_coll_gpuwire.device_nb_calls : &mca_coll_gpuwire.device_calls, 1,
-                       __ATOMIC_RELAXED);
+    __atomic_fetch_add(j ? &mca_coll_gpuwire.device_nb_calls
+                         : &gw_core_counters()->coll_device_calls,
+                       1, __ATOMIC_RELAXED);
     int rc;
     switch (a->id) {
     case GW_COLL_BCAST: rc = run_bcast(&c); break;

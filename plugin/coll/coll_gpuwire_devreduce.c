@@ -72,7 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "gpuwire/cuda/reduce.h"
 #include "ompi/datatype/ompi_datatype.h"
@@ -995,7 +995,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     /* The application's work on the default stream of every GPU the call
      * reads or writes comes first. */
     if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) return fail(&c, "device sync");
-    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gw_core_counters()->coll_device_calls, 1, __ATOMIC_RELAXED);
     gw_coll_temps_t t;
     err = temps_in(&c, r, &eff, &t);
     if (OMPI_SUCCESS == err) {
@@ -1050,7 +1050,7 @@ static int local_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         opal_output(0, "coll:gpuwire: reduce_local of %d elements on the GPU: %s", a->count, why);
         return OMPI_ERROR;
     }
-    __atomic_fetch_add(&mca_coll_gpuwire.device_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gw_core_counters()->coll_device_calls, 1, __ATOMIC_RELAXED);
     return OMPI_SUCCESS;
 }
 

@@ -3,7 +3,7 @@
  */
 #include "coll_gpuwire_dispatch.h"
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/coll/base/coll_tags.h"
 
@@ -144,7 +144,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (!mca_coll_gpuwire.device_ready) {
         /* Nothing is ever staged: no non-blocking start waits, so none
          * needs to be kept in order. */
-        count(&mca_coll_gpuwire.passthrough_calls);
+        count(&gw_core_counters()->coll_passthrough_calls);
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
     /* A blocking call is a place every rank passes in the same order among
@@ -156,7 +156,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     int rc = classify(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
 
-    if (GW_MEM_HOST == kind) count(&mca_coll_gpuwire.passthrough_calls);
+    if (GW_MEM_HOST == kind) count(&gw_core_counters()->coll_passthrough_calls);
     /* The last algorithm of each list accepts every call and never declines. */
     for (size_t i = staged_only ? algorithms[kind].n - 1 : 0; i < algorithms[kind].n; ++i) {
         const gw_coll_algorithm_t *algo = algorithms[kind].list[i];

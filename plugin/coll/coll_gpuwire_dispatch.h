@@ -22,7 +22,7 @@
 #include <stddef.h>
 
 #include "coll_gpuwire.h"
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 
 typedef enum {
     GW_COLL_ALLGATHER,

@@ -55,7 +55,7 @@
 #include <stdlib.h>
 
 #include "coll_gpuwire.h"
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"

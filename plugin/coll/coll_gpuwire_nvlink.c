@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "coll_gpuwire.h"
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "gpuwire/cuda/reduce.h"
 #include "ompi/datatype/ompi_datatype.h"
@@ -297,7 +297,7 @@ static void setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_communicato
     COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes; "
                          "direct calls map through %s)",
                          st->n, comm->c_name, st->gpu, gw_coll_team_slot_bytes(m->nvl_team),
-                         gw_coll_ipc_shared() ? "pml gpuwire's cache" : "a cache of their own");
+                         gw_coll_ipc_shared() ? "the process's one cache" : "a cache of their own");
     setup_free(st);
     m->nvl_setup = NULL;
     m->nvl_state = GW_NVL_READY;

@@ -43,7 +43,7 @@
  */
 #include <string.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 #include "gpuwire_help.h"
 #include "ompi/errhandler/errcode-internal.h"
@@ -200,7 +200,7 @@ static int stage_out_start(gw_staging_t *st)
 
 static void count_staged(const gw_staging_t *st)
 {
-    __atomic_fetch_add(&mca_coll_gpuwire.staged_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gw_core_counters()->coll_staged_calls, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&mca_coll_gpuwire.staged_bytes,
                        (unsigned long long)(st->s[0].host.len + st->s[1].host.len),
                        __ATOMIC_RELAXED);

@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "coll_gpuwire_dispatch.h"
 
 static bool needs_temp(const gw_coll_region_t *r, int gpu)

@@ -6,7 +6,7 @@
 #include "opal/runtime/opal_progress.h"
 #include "gpuwire_help.h"
 #include "gpuwire_stats_exchange.h"
-#include "opal/mca/base/mca_base_pvar.h"
+#include "gpuwire/core.h"
 #include "pml_gpuwire_datatype.h"
 #include "pml_gpuwire_request.h"
 #include "gpuwire/cuda/pack.h"
@@ -209,20 +209,6 @@ static const char stats_legend[] =
 /* Processes shown one per row; above this many, min and max rows instead. */
 #define PML_GW_STATS_MAX_ROWS 32
 
-/* A counter of coll gpuwire (its MPI_T performance variable), 0 when that
- * component is not loaded: one table covers both components. */
-static uint64_t coll_counter(const char *name)
-{
-    int index;
-    const mca_base_pvar_t *pvar;
-    if (OPAL_SUCCESS != mca_base_pvar_find_by_name(name, MCA_BASE_PVAR_CLASS_COUNTER, &index) ||
-        OPAL_SUCCESS != mca_base_pvar_get(index, &pvar) || NULL == pvar->ctx ||
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG != pvar->type) {
-        return 0;
-    }
-    return *(const unsigned long long *)pvar->ctx;
-}
-
 static void stats_row(uint64_t row[ST_NCOLS])
 {
     gw_engine_stats_t s;
@@ -246,9 +232,12 @@ static void stats_row(uint64_t row[ST_NCOLS])
     row[ST_MAP_HIT] = s.ipc_map_hits;
     row[ST_MAP_NEW] = s.ipc_map_misses;
     row[ST_MAP_EVICT] = s.ipc_map_evictions;
-    row[ST_COLL_PASS] = coll_counter("coll_gpuwire_passthrough_calls");
-    row[ST_COLL_GPU] = coll_counter("coll_gpuwire_device_calls");
-    row[ST_COLL_STAGED] = coll_counter("coll_gpuwire_staged_calls");
+    /* coll gpuwire counts in the core both components share (0 where it is
+     * not selected): one table covers both components. */
+    const gw_core_counters_t *core = gw_core_counters();
+    row[ST_COLL_PASS] = __atomic_load_n(&core->coll_passthrough_calls, __ATOMIC_RELAXED);
+    row[ST_COLL_GPU] = __atomic_load_n(&core->coll_device_calls, __ATOMIC_RELAXED);
+    row[ST_COLL_STAGED] = __atomic_load_n(&core->coll_staged_calls, __ATOMIC_RELAXED);
 }
 
 /* Collective: every process's row to process 0, which prints the table. */
@@ -727,27 +716,3 @@ mca_pml_gpuwire_module_t mca_pml_gpuwire = {
     .engine = NULL,
     .output = -1,
 };
-
-/* coll gpuwire's direct NVLink calls map the application's buffers of the
- * node's other processes through the engine's one mapping cache: CUDA maps
- * an allocation only once per process, so a second cache would fail on a
- * buffer the pml has mapped (cudaErrorAlreadyMapped). The coll component
- * finds these two by name in the process (components load with global
- * symbols). peer: the exporter's process index (its vpid). 0 mapped, 1 not
- * here (pml gpuwire is not running, or without a GPU: map elsewhere), -1
- * failed with why. */
-__attribute__((visibility("default"))) int gpuwire_pml_ipc_map(uint32_t peer, const void *blob,
-                                                               size_t len, int device, void **ptr,
-                                                               void **lease, char *why,
-                                                               size_t why_len)
-{
-    gw_engine_t *e = mca_pml_gpuwire.engine;
-    if (NULL == e) return 1;
-    const gw_status_t st = gw_ipc_map(e, peer, blob, len, device, ptr, lease, why, why_len);
-    return GW_OK == st ? 0 : GW_ERR_UNSUPPORTED == st ? 1 : -1;
-}
-
-__attribute__((visibility("default"))) void gpuwire_pml_ipc_unmap(void *lease)
-{
-    if (NULL != mca_pml_gpuwire.engine) gw_ipc_unmap(mca_pml_gpuwire.engine, lease);
-}

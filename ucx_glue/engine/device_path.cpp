@@ -1,7 +1,5 @@
 #include "engine/device_path.hpp"
 
-#include <ucm/api/ucm.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -21,63 +19,18 @@ const char *protocol_name(Protocol p)
     return "?";
 }
 
-namespace {
-
-// The classifier caches "plain host" answers by page range; such an answer
-// stays right until the range is unmapped, so every unmap of the process is
-// forwarded to it (UCM hooks munmap, mremap, shmdt and brk).
-void on_vm_unmapped(ucm_event_type_t, ucm_event_t *event, void *arg)
-{
-    static_cast<DevicePath *>(arg)->forget_range(event->vm_unmapped.address,
-                                                  event->vm_unmapped.size);
-}
-
-} // namespace
-
-// Without unmap events a cached host answer could outlive its mapping: then
-// the classifier asks the driver every time instead.
-cuda::ClassifierConfig DevicePath::classifier_config()
-{
-    cuda::ClassifierConfig c;
-    unmap_hooked_ =
-        ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, this) == UCS_OK;
-    if (!unmap_hooked_) c.host_entries = 0;
-    return c;
-}
-
-DevicePath::DevicePath(const DeviceConfig &config)
-    : driver_(cuda::Driver::instance()),
-      classifier_(driver_, classifier_config()),
-      exporter_(driver_),
-      mappings_(driver_, cuda::IpcCacheConfig{config.ipc_cache_entries, config.ipc_cache_bytes}),
-      streams_(cuda::StreamPoolConfig{config.streams_per_device, 0, false}),
-      pinned_(driver_, cuda::PinnedPoolConfig{
-                           config.staging_chunk_bytes, 2,
-                           std::max<size_t>(1, config.staging_max_bytes /
-                                                   (2 * config.staging_chunk_bytes)),
-                           0}),
-      bounce_(driver_, cuda::PinnedCacheConfig{config.bounce_max_bytes, size_t{64} << 10})
-{
-}
-
 std::unique_ptr<DevicePath> DevicePath::create(const DeviceConfig &config, std::string &why)
 {
-    cuda::Driver &drv = cuda::Driver::instance();
-    if (!drv.available()) {
-        why = drv.unavailable_reason();
-        return nullptr;
-    }
-    if (drv.device_count() <= 0) {
-        why = "no GPU";
-        return nullptr;
-    }
-    std::unique_ptr<DevicePath> d(new DevicePath(config));
-    for (int i = 0; i < drv.device_count(); ++i) {
-        std::array<uint8_t, 16> u{};
-        if (!drv.device_uuid(i, u.data())) u.fill(0);
-        d->uuids_.push_back(u);
-    }
-    return d;
+    cuda::GpuContextConfig cc;
+    cc.ipc_cache_entries = config.ipc_cache_entries;
+    cc.ipc_cache_bytes = config.ipc_cache_bytes;
+    cc.p2p_streams = config.streams_per_device;
+    cc.staging_chunk_bytes = config.staging_chunk_bytes;
+    cc.staging_max_bytes = config.staging_max_bytes;
+    cc.pinned_cache_bytes = config.bounce_max_bytes;
+    cuda::GpuContext *ctx = cuda::GpuContext::acquire(cc, why);
+    if (!ctx) return nullptr;
+    return std::unique_ptr<DevicePath>(new DevicePath(ctx));
 }
 
 DevicePath::~DevicePath()
@@ -88,20 +41,12 @@ DevicePath::~DevicePath()
         }
     }
     pending_.clear();
-    if (unmap_hooked_) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, this);
-}
-
-int DevicePath::device_of_uuid(const uint8_t uuid[16]) const
-{
-    for (size_t i = 0; i < uuids_.size(); ++i) {
-        if (std::memcmp(uuids_[i].data(), uuid, 16) == 0) return static_cast<int>(i);
-    }
-    return -1;
+    cuda::GpuContext::release(ctx_);
 }
 
 cuda::Status DevicePath::copy_sync(void *dst, const void *src, size_t len, int device)
 {
-    auto s = streams_.get(device, 0);
+    auto s = ctx_->p2p_stream(device, 0);
     if (!s) return s.status();
     cuda::Status st = cuda::copy_async(dst, src, len, (*s)->stream());
     if (!st) return st;
@@ -111,7 +56,7 @@ cuda::Status DevicePath::copy_sync(void *dst, const void *src, size_t len, int d
 cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len, int device,
                                          bool to_device)
 {
-    auto c0 = pinned_.acquire(device);
+    auto c0 = acquire_pinned(device);
     if (!c0) return copy_sync(dst, src, len, device); // staging exhausted: direct copy
     if (len <= c0->size()) {
         // One piece: a plain synchronize is the cheapest wait (no stream write).
@@ -121,8 +66,8 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
         if (st && !to_device) std::memcpy(dst, pin, len);
         return st;
     }
-    auto c1 = pinned_.acquire(device);
-    auto ts = streams_.get(device, 0);
+    auto c1 = acquire_pinned(device);
+    auto ts = ctx_->p2p_stream(device, 0);
     if (!ts) return ts.status();
     cuda::TrackedStream *s = *ts;
     cuda::PinnedChunk *chunk[2] = {&*c0, c1 ? &*c1 : &*c0};
@@ -166,7 +111,7 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
 cuda::Status DevicePath::start_copy(void *dst, const void *src, size_t len, int device,
                                     cuda::IpcMapping mapping, void *token)
 {
-    auto s = streams_.next(device);
+    auto s = ctx_->next_p2p_stream(device);
     if (!s) return s.status();
     cuda::Status st = cuda::copy_async(dst, src, len, (*s)->stream());
     if (!st) return st;

@@ -2,13 +2,15 @@
 // streams, and the device copies in flight. Created only when a CUDA driver
 // and at least one GPU are present; without it every buffer is host memory.
 //
-// Ownership: owns the classifier, the exporter, the mapping cache, the
-// stream pool, the pinned staging chunks and the pinned bounce buffers; a
-// pending copy owns its IPC mapping lease. A bounce buffer lent to a message
-// goes back with return_bounce(); whatever is still lent when the device path
-// is destroyed is unpinned with it, so the owner destroys it only once nothing
-// (UCX included) can touch those buffers any more.
-// Threading: used under the engine's lock only.
+// Ownership: the GPU state itself (classifier, exporter, mapping cache,
+// streams, pinned staging chunks, pinned bounce buffers) belongs to the
+// process's one GpuContext (gpuwire/cuda/gpu_context.hpp), shared with coll
+// gpuwire; a DevicePath holds one reference to it and owns the copies in
+// flight, each of which owns its IPC mapping lease. A bounce buffer lent to a
+// message goes back with return_bounce(); the owner destroys the DevicePath
+// only once nothing (UCX included) can touch those buffers any more.
+// Threading: used under the engine's lock only (the context locks what it
+// shares with the collectives).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/gpu_context.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
 #include "gpuwire/cuda/ipc_exporter.hpp"
 #include "gpuwire/cuda/ipc_mapping_cache.hpp"
@@ -49,18 +52,18 @@ public:
     // memory and the error is returned for logging.
     cuda::Status classify(const void *buf, size_t len, cuda::MemoryInfo &out)
     {
-        return classifier_.classify(buf, len, out);
+        return ctx_->classifier().classify(buf, len, out);
     }
-    void forget_range(const void *addr, size_t len) { classifier_.invalidate(addr, len); }
+    void forget_range(const void *addr, size_t len) { ctx_->classifier().invalidate(addr, len); }
 
     cuda::Status export_range(const cuda::MemoryInfo &mi, const void *buf, size_t len,
                               cuda::IpcBlob *blob)
     {
-        return exporter_.export_range(mi, buf, len, blob);
+        return ctx_->export_range(mi, buf, len, blob);
     }
 
     // The local ordinal of the GPU with this UUID, or -1.
-    int device_of_uuid(const uint8_t uuid[16]) const;
+    int device_of_uuid(const uint8_t uuid[16]) const { return ctx_->device_of_uuid(uuid); }
 
     // Synchronous copy between any two kinds of memory, on `device`'s stream:
     // one cudaMemcpyAsync and a stream synchronize. From or to pinned host
@@ -85,7 +88,7 @@ public:
     // Opens (or finds) the mapping of a peer's exported range.
     cuda::Result<cuda::IpcMapping> map(uint32_t peer, const cuda::IpcBlob &blob, int device)
     {
-        return mappings_.acquire(peer, blob, device);
+        return ctx_->mappings().acquire(peer, blob, device);
     }
 
     // Calls done(token, status) for every finished copy; returns how many.
@@ -109,8 +112,11 @@ public:
     }
     bool busy() const { return !pending_.empty(); }
     // A pinned host chunk for a chunked transfer; busy when all are on loan.
-    cuda::Result<cuda::PinnedChunk> acquire_pinned(int device) { return pinned_.acquire(device); }
-    size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
+    cuda::Result<cuda::PinnedChunk> acquire_pinned(int device)
+    {
+        return ctx_->with_pinned_pool([&](cuda::PinnedPool &p) { return p.acquire(device); });
+    }
+    size_t pinned_chunk_bytes() const { return ctx_->pinned_chunk_bytes(); }
 
     // A whole-message pinned host buffer of at least `bytes`
     // (gpuwire/cuda/pinned_cache.hpp): a device receive lands in it, a staged
@@ -119,34 +125,32 @@ public:
     // stages through plain host memory.
     cuda::Result<void *> lend_bounce(size_t bytes, int device)
     {
-        return bounce_.acquire(bytes, device);
+        return ctx_->with_pinned_cache(
+            [&](cuda::PinnedCache &c) { return c.acquire(bytes, device); });
     }
-    void return_bounce(void *buffer) { bounce_.release(buffer); }
-    const cuda::PinnedCache &bounce_cache() const { return bounce_; }
+    void return_bounce(void *buffer)
+    {
+        ctx_->with_pinned_cache([&](cuda::PinnedCache &c) { c.release(buffer); });
+    }
+    const cuda::PinnedCache &bounce_cache() const { return ctx_->pinned_cache(); }
 
     // Gauges: pinned staging bytes now; peer allocations mapped now (cached
     // or withdrawn but leased) and the bytes of the cached ones.
-    size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
-    size_t mappings_open() const { return mappings_.entries() + mappings_.withdrawn(); }
-    size_t mapped_bytes() const { return mappings_.bytes(); }
+    size_t pinned_staging_bytes() const { return ctx_->pinned_staging_bytes(); }
+    size_t mappings_open() const
+    {
+        return ctx_->mappings().entries() + ctx_->mappings().withdrawn();
+    }
+    size_t mapped_bytes() const { return ctx_->mappings().bytes(); }
 
-    cuda::ClassifierCounters classifier_counters() const { return classifier_.counters(); }
-    cuda::IpcCacheCounters mapping_counters() const { return mappings_.counters(); }
-    cuda::IpcExporterCounters exporter_counters() const { return exporter_.counters(); }
+    cuda::ClassifierCounters classifier_counters() const { return ctx_->classifier().counters(); }
+    cuda::IpcCacheCounters mapping_counters() const { return ctx_->mappings().counters(); }
+    cuda::IpcExporterCounters exporter_counters() const { return ctx_->exporter_counters(); }
 
 private:
-    explicit DevicePath(const DeviceConfig &config);
-    cuda::ClassifierConfig classifier_config();
+    explicit DevicePath(cuda::GpuContext *ctx) : ctx_(ctx) {}
 
-    bool unmap_hooked_ = false; // set before classifier_ is built (declared first)
-    cuda::Driver &driver_;
-    cuda::MemoryClassifier classifier_;
-    cuda::IpcExporter exporter_;
-    cuda::IpcMappingCache mappings_;
-    cuda::StreamPool streams_;
-    cuda::PinnedPool pinned_;
-    cuda::PinnedCache bounce_;
-    std::vector<std::array<uint8_t, 16>> uuids_;
+    cuda::GpuContext *const ctx_; // one reference, released by the destructor
     // Copies complete in the order they were issued per stream; one FIFO of
     // all of them is polled from the front (a later copy on another stream
     // waits for the earlier one to be seen, which costs nothing measurable).

@@ -292,9 +292,8 @@ int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req);
 
 /* Maps a range another process of this node exported (blob: the 136-byte
  * IPC description, cuda/ipc_blob.hpp) into device's context through the
- * engine's mapping cache, for another component of this process (coll
- * gpuwire's NVLink kernels): CUDA maps an allocation only once per process,
- * so every component must share one cache. peer: the exporter's process
+ * process's one mapping cache (the GPU context's, which coll gpuwire's
+ * device API uses directly), under the engine's lock. peer: the exporter's process
  * index. *ptr stays valid until gw_ipc_unmap(*lease). GW_OK; or
  * GW_ERR_UNSUPPORTED (no GPU), GW_ERR_INVALID (a bad blob or peer) or
  * GW_ERR_TRANSPORT (CUDA refused), with the reason in why. */

@@ -14,14 +14,16 @@
 //   the memory behind it: bound max_bytes with that in mind.
 //
 // Ownership: the cache owns every mapping; leases must end before the cache is
-// destroyed. Threading: not synchronised; the owner serialises acquire(),
-// lease destruction and everything else (one engine lock or progress thread).
+// destroyed. Threading: every call (acquire, a lease's end, purge_peer, the
+// gauges) takes the cache's own lock: the process's one cache (GpuContext)
+// serves the engine and coll gpuwire from their threads.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
@@ -87,11 +89,11 @@ class IpcMappingCache {
   // The peer is gone: withdraw all its mappings (idle ones close now).
   void purge_peer(uint32_t peer);
 
-  IpcCacheCounters counters() const { return counters_; }
-  size_t entries() const { return lru_.size(); }        // indexed mappings
-  size_t bytes() const { return bytes_; }               // of indexed mappings
-  size_t leased() const { return leased_; }             // mappings with leases
-  size_t withdrawn() const { return withdrawn_.size(); }  // stale, still leased
+  IpcCacheCounters counters() const { std::lock_guard<std::mutex> l(mu_); return counters_; }
+  size_t entries() const { std::lock_guard<std::mutex> l(mu_); return lru_.size(); }  // indexed mappings
+  size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }  // of indexed mappings
+  size_t leased() const { std::lock_guard<std::mutex> l(mu_); return leased_; }  // mappings with leases
+  size_t withdrawn() const { std::lock_guard<std::mutex> l(mu_); return withdrawn_.size(); }  // stale, still leased
 
  private:
   friend class IpcMapping;
@@ -115,6 +117,9 @@ class IpcMappingCache {
   void close(const Node& node);
   void trim();
 
+  // One cache serves every component of the process (GpuContext): acquire,
+  // a lease's release and purge_peer may come from different threads.
+  mutable std::mutex mu_;
   DriverApi& driver_;
   const IpcCacheConfig config_;
   List lru_;        // indexed mappings, front: most recently used

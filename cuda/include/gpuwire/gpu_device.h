@@ -1,34 +1,42 @@
 /*
- * The component's view of the GPU: a C interface over the cuda module
- * (gpuwire_cuda), so that the Open MPI glue stays C and sees no CUDA type.
+ * coll gpuwire's view of the GPU: a C interface of libgpuwire_core over the
+ * process's one GPU context (gpuwire/cuda/gpu_context.hpp, shared with the
+ * engine of pml gpuwire), so that the Open MPI glue stays C and sees no CUDA
+ * type.
  *
  * Contract:
  * - gw_coll_device_open() once (MPI_Init, coll framework init), then any
  *   thread may call the rest until gw_coll_device_close() (MPI_Finalize).
  *   Without a GPU, open fails with a one-line reason and nothing else may be
- *   called.
+ *   called. Open takes a reference on the process's GPU context, close gives
+ *   it back: pml gpuwire may open its own before or after, and close before
+ *   or after.
  * - classify() is lock-free. Host answers are cached until the range is
  *   unmapped: every unmap of the process reaches the classifier through a UCM
  *   VM_UNMAPPED handler; where UCM refuses the handler, host answers are not
  *   cached (one driver query per host buffer).
- * - Staging buffers are pinned (portable, reused) within the
- *   staging_bytes bound, plain host memory beyond it.
+ * - Staging buffers are pinned (portable, reused) from the context's pinned
+ *   cache (shared with pml gpuwire's bounce buffers, bounded by whichever
+ *   component created the context), plain host memory beyond it or when
+ *   staging_bytes is 0.
  * - Copies go to one stream per device and are ordered on it; tickets tell
  *   when a copy has finished without a CUDA call. copy_start never blocks,
  *   copy_wait blocks, copy_done never blocks.
  * - Every function returns 0 on success; on failure it writes one line naming
  *   the failed call into why (at most why_len bytes) and returns -1.
  */
-#ifndef COLL_GPUWIRE_DEVICE_H
-#define COLL_GPUWIRE_DEVICE_H
+#ifndef GPUWIRE_GPU_DEVICE_H
+#define GPUWIRE_GPU_DEVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuwire/core.h"
+
 #ifdef __cplusplus
 extern "C" {
-#endif
+#endif /* GPUWIRE_GPU_DEVICE_H */
 
 typedef struct {
     size_t staging_bytes; /* pinned staging kept for reuse; 0: plain host only */
@@ -48,6 +56,9 @@ typedef struct {
     void *owner; /* the pinned buffer lent; NULL for plain host memory */
 } gw_coll_host_buf_t;
 
+/* Of the process's GPU context, so pml gpuwire's share is included:
+ * classifications; bytes of the pinned cache held and lent; plain host
+ * staging buffers (the collectives' own). */
 typedef struct {
     unsigned long long classified, host_hits, misses, stale, invalidated;
     unsigned long long pinned_bytes, pinned_lent, plain_allocs;
@@ -55,31 +66,31 @@ typedef struct {
 } gw_coll_device_stats_t;
 
 /* Returns the number of GPUs (> 0), or -1 with why ("no GPU: ..."). */
-int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len);
-void gw_coll_device_close(void);
+GW_CORE_API int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len);
+GW_CORE_API void gw_coll_device_close(void);
 
-int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, char *why,
+GW_CORE_API int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, char *why,
                             size_t why_len);
 
-int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len);
-void gw_coll_staging_put(gw_coll_host_buf_t *buf);
+GW_CORE_API int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len);
+GW_CORE_API void gw_coll_staging_put(gw_coll_host_buf_t *buf);
 
 /* Waits for work queued on gpu's legacy default stream (the application's
  * cudaMemcpy / kernels without a stream). */
-int gw_coll_device_wait_user(int gpu, char *why, size_t why_len);
+GW_CORE_API int gw_coll_device_wait_user(int gpu, char *why, size_t why_len);
 
 /* Enqueues a copy between host and gpu's memory on gpu's stream and returns the
  * ticket that reaches it (tickets grow; a later one covers earlier copies). */
-int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
+GW_CORE_API int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len);
-int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len);
+GW_CORE_API int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len);
 /* *done is set only on success. A stream that failed never reaches its
  * ticket: query_errors asks CUDA (about 1.5 us) whether it did; pass it now
  * and then, not on every poll. */
-int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
+GW_CORE_API int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
                       size_t why_len);
 
-void gw_coll_device_stats(gw_coll_device_stats_t *out);
+GW_CORE_API void gw_coll_device_stats(gw_coll_device_stats_t *out);
 
 typedef struct {
     void *ptr;
@@ -87,14 +98,14 @@ typedef struct {
     void *owner; /* the buffer lent; NULL when nothing is held */
 } gw_coll_dev_buf_t;
 
-int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len);
-void gw_coll_scratch_put(gw_coll_dev_buf_t *buf);
+GW_CORE_API int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len);
+GW_CORE_API void gw_coll_scratch_put(gw_coll_dev_buf_t *buf);
 
 /* Whether the device can reduce op on type (ids of gpuwire/cuda/reduce.h). */
-bool gw_coll_reduce_supported(int op, int type);
+GW_CORE_API bool gw_coll_reduce_supported(int op, int type);
 /* Enqueues out[i] = a[i] op b[i], i < count, on gpu's stream and returns the
  * ticket that reaches it. out may equal a or b. */
-int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
+GW_CORE_API int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
                          int gpu, uint64_t *ticket, char *why, size_t why_len);
 
 
@@ -111,21 +122,21 @@ typedef struct gw_coll_team gw_coll_team_t;
 
 /* On failure *out is NULL and desc still holds a description (one that
  * tells the peers this rank cannot take part), so the exchange goes on. */
-int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
+GW_CORE_API int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
                       gw_coll_team_t **out, void *desc, char *why, size_t why_len);
 /* descs: every rank's description in rank order; peer_ids: a process-unique
  * id per rank (keys of the IPC mapping cache). Ranks that share a GPU are
  * refused unless shared_gpu (coll_gpuwire_nvlink_shared_gpu, for testing). */
-int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
+GW_CORE_API int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
                          bool shared_gpu, char *why, size_t why_len);
-void gw_coll_team_close(gw_coll_team_t *t);
-int gw_coll_team_gpu(const gw_coll_team_t *t);
-size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t);
+GW_CORE_API void gw_coll_team_close(gw_coll_team_t *t);
+GW_CORE_API int gw_coll_team_gpu(const gw_coll_team_t *t);
+GW_CORE_API size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t);
 
 /* Describes [ptr, ptr + len) of this rank's device memory for the peers of
  * a direct call. Memory that CUDA IPC cannot export (stream-ordered pools,
  * VMM, managed) gets a description every peer refuses, and -1. */
-int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len);
+GW_CORE_API int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len);
 
 enum { GW_COLL_TEAM_ALLREDUCE, GW_COLL_TEAM_BCAST, GW_COLL_TEAM_ALLGATHER };
 
@@ -140,33 +151,34 @@ typedef struct {
 } gw_coll_team_call_t;
 
 /* Whether allreduce has a kernel for op on type. */
-bool gw_coll_team_reduce_supported(int op, int type);
-/* Whether the direct form maps peers' buffers through pml gpuwire's mapping
- * cache (pml gpuwire runs in this process), else through one of its own. */
-bool gw_coll_ipc_shared(void);
+GW_CORE_API bool gw_coll_team_reduce_supported(int op, int type);
+/* Whether the direct form maps peers' buffers through the process's one
+ * mapping cache, the one pml gpuwire uses too: always, since the GPU context
+ * is shared (kept for the component's log line). */
+GW_CORE_API bool gw_coll_ipc_shared(void);
 /* Direct form: maps every peer's buffers (in_descs / out_descs: one
  * description per rank in rank order, or NULL when the call needs none); the
  * mappings are held until team_run or team_unmap. */
-int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
+GW_CORE_API int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
                      size_t why_len);
-void gw_coll_team_unmap(gw_coll_team_t *t);
+GW_CORE_API void gw_coll_team_unmap(gw_coll_team_t *t);
 /* Runs the call and waits for it; releases the mappings of team_map. */
-int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len);
+GW_CORE_API int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len);
 /* Launches a one-shot call (not direct) behind those launched before and
  * returns its ticket; never waits. Each rank's kernel waits at its barrier
  * for the others' (and holds up the application's cudaDeviceSynchronize
  * meanwhile): start a call only once every rank has initiated it. */
-int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
+GW_CORE_API int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
                        char *why, size_t why_len);
 /* *done (set only on success) when the call of ticket has finished on this
  * rank's GPU; one load. query: also ask CUDA whether the stream failed
  * (1.5 us): now and then, not on every poll. -1 with why for a peer that did
  * not arrive in time or a failed stream (the team fails every call after). */
-int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
+GW_CORE_API int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
                       size_t why_len);
 
 #ifdef __cplusplus
 }
-#endif
+#endif /* GPUWIRE_GPU_DEVICE_H */
 
-#endif
+#endif /* GPUWIRE_GPU_DEVICE_H */

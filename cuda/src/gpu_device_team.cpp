@@ -1,0 +1,200 @@
+// The NVLink teams of gpuwire/gpu_device.h. The direct form maps the peers'
+// buffers through the process's one IPC mapping cache (the GPU context's,
+// which the engine of pml gpuwire uses too): CUDA maps an allocation only
+// once per process, so a second cache would fail on a buffer the other has
+// mapped (cudaErrorAlreadyMapped).
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gpu_device_state.hpp"
+#include "gpuwire/cuda/ipc_blob.hpp"
+#include "gpuwire/cuda/nvlink_team.hpp"
+#include "gpuwire/gpu_device.h"
+
+namespace cu = gpuwire::cuda;
+using gpuwire::cuda::coll::fail_status;
+using gpuwire::cuda::coll::g_dev;
+using gpuwire::cuda::detail::fail;
+
+struct gw_coll_team {
+    std::unique_ptr<cu::NvlTeam> team;
+    std::vector<uint32_t> peer_ids;
+    std::vector<cu::IpcMapping> leases; // the direct call's peer buffers
+    const void *peer_in[GW_NVL_MAX_RANKS] = {};
+    void *peer_out[GW_NVL_MAX_RANKS] = {};
+};
+
+static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
+static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
+
+extern "C" {
+
+GW_CORE_API int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes,
+                                  double timeout_s, gw_coll_team_t **out, void *desc, char *why,
+                                  size_t why_len)
+{
+    *out = nullptr;
+    const cu::NvlTeamDesc none = cu::unusable_nvl_team_desc();
+    std::memcpy(desc, &none, sizeof(none));
+    const uint64_t timeout_ns = static_cast<uint64_t>(timeout_s * 1e9);
+    auto t = cu::NvlTeam::open(g_dev->ctx->driver(), gpu, rank, nranks, slot_bytes, timeout_ns);
+    if (!t) return fail_status(why, why_len, "NVLink team", t.status());
+    auto team = std::make_unique<gw_coll_team>();
+    team->team = std::move(*t);
+    std::memcpy(desc, &team->team->desc(), sizeof(cu::NvlTeamDesc));
+    *out = team.release();
+    return 0;
+}
+
+GW_CORE_API int gw_coll_team_connect(gw_coll_team_t *t, const void *descs,
+                                     const uint32_t *peer_ids, bool shared_gpu, char *why,
+                                     size_t why_len)
+{
+    const int n = t->team->nranks();
+    std::vector<cu::NvlTeamDesc> all(n);
+    for (int r = 0; r < n; ++r) {
+        cu::Status s = cu::decode_nvl_team_desc(
+            static_cast<const char *>(descs) + r * sizeof(cu::NvlTeamDesc),
+            sizeof(cu::NvlTeamDesc), &all[r]);
+        if (!s) return fail(why, why_len, "NVLink team: rank %d: %s", r, s.message().c_str());
+    }
+    t->peer_ids.assign(peer_ids, peer_ids + n);
+    std::lock_guard<std::mutex> lock(g_dev->mu);
+    cu::Status s = t->team->connect(all.data(), all.size(), shared_gpu);
+    return s ? 0 : fail_status(why, why_len, "NVLink team", s);
+}
+
+GW_CORE_API void gw_coll_team_close(gw_coll_team_t *t)
+{
+    if (!t) return;
+    gw_coll_team_unmap(t);
+    std::lock_guard<std::mutex> lock(g_dev->mu);
+    delete t;
+}
+
+GW_CORE_API int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->team->device(); }
+GW_CORE_API size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t)
+{
+    return t->team->slot_bytes();
+}
+
+GW_CORE_API int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why,
+                                        size_t why_len)
+{
+    cu::IpcBlob blob{}; // all zero: no peer accepts it
+    int rc = 0;
+    cu::MemoryInfo info;
+    cu::Status s = g_dev->ctx->classifier().classify(ptr, len, info);
+    if (s) s = g_dev->ctx->export_range(info, ptr, len, &blob);
+    if (!s) {
+        blob = cu::IpcBlob{};
+        rc = fail_status(why, why_len, "exporting a buffer for NVLink", s);
+    }
+    std::memcpy(desc, &blob, sizeof(blob));
+    return rc;
+}
+
+static gw_nvl_coll_t nvl_coll(int coll)
+{
+    switch (coll) {
+    case GW_COLL_TEAM_BCAST: return GW_NVL_BCAST;
+    case GW_COLL_TEAM_ALLGATHER: return GW_NVL_ALLGATHER;
+    default: return GW_NVL_ALLREDUCE;
+    }
+}
+
+GW_CORE_API bool gw_coll_team_reduce_supported(int op, int type)
+{
+    return gw_nvl_reduce_supported(op, type);
+}
+
+GW_CORE_API bool gw_coll_ipc_shared(void) { return true; }
+
+GW_CORE_API int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs,
+                                 char *why, size_t why_len)
+{
+    gw_coll_team_unmap(t);
+    const int n = t->team->nranks(), me = t->team->rank();
+    cu::IpcMappingCache &cache = g_dev->ctx->mappings(); // locks itself
+    for (int k = 0; k < 2; ++k) {
+        const void *descs = k == 0 ? in_descs : out_descs;
+        if (!descs) continue;
+        for (int r = 0; r < n; ++r) {
+            if (r == me) continue;
+            const char *desc = static_cast<const char *>(descs) + r * sizeof(cu::IpcBlob);
+            cu::IpcBlob blob;
+            cu::Status s = cu::decode_ipc_blob(desc, sizeof(blob), &blob);
+            if (!s) {
+                t->leases.clear();
+                return fail(why, why_len, "rank %d's buffer cannot be mapped: %s", r,
+                            s.message().c_str());
+            }
+            auto m = cache.acquire(t->peer_ids[r], blob, t->team->device());
+            if (!m) {
+                t->leases.clear();
+                return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+            }
+            void *ptr = m->ptr();
+            t->leases.push_back(std::move(*m));
+            if (k == 0) {
+                t->peer_in[r] = ptr;
+            } else {
+                t->peer_out[r] = ptr;
+            }
+        }
+    }
+    return 0;
+}
+
+GW_CORE_API void gw_coll_team_unmap(gw_coll_team_t *t) { t->leases.clear(); }
+
+static gw_nvl_call_t nvl_call_of(const gw_coll_team_t *t, const gw_coll_team_call_t *c)
+{
+    gw_nvl_call_t call{};
+    call.coll = nvl_coll(c->coll);
+    call.op = c->op;
+    call.type = c->type;
+    call.in = c->in;
+    call.out = c->out;
+    call.bytes = c->bytes;
+    call.root = c->root;
+    call.direct = c->direct;
+    if (c->direct) {
+        const int me = t->team->rank();
+        for (int r = 0; r < t->team->nranks(); ++r) {
+            call.peer_in[r] = r == me ? c->in : t->peer_in[r];
+            call.peer_out[r] = r == me ? c->out : t->peer_out[r];
+        }
+    }
+    return call;
+}
+
+GW_CORE_API int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why,
+                                 size_t why_len)
+{
+    cu::Status s = t->team->run(nvl_call_of(t, c));
+    gw_coll_team_unmap(t);
+    return s ? 0 : fail_status(why, why_len, "NVLink collective", s);
+}
+
+GW_CORE_API int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c,
+                                   uint64_t *ticket, char *why, size_t why_len)
+{
+    if (c->direct) return fail(why, why_len, "NVLink collective: started calls are one-shot");
+    cu::Result<uint64_t> r = t->team->launch(nvl_call_of(t, c));
+    if (!r) return fail_status(why, why_len, "NVLink collective", r.status());
+    *ticket = *r;
+    return 0;
+}
+
+GW_CORE_API int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done,
+                                  char *why, size_t why_len)
+{
+    cu::Result<bool> r = t->team->finished(ticket, query);
+    if (!r) return fail_status(why, why_len, "NVLink collective", r.status());
+    *done = *r;
+    return 0;
+}
+
+} // extern "C"
