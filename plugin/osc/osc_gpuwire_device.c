@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "coll_gpuwire_device.h"
+#include "gpuwire/gpu_device.h"
 #include "gpuwire/cuda/reduce.h"
 #include "opal/util/output.h"
 

@@ -1,7 +1,7 @@
 /*
  * osc/gpuwire's only door to the GPU: where a buffer lives and copies between
  * host and device memory, over the cuda layer's C interface
- * (coll_gpuwire_device.h). Without a GPU (open failed) every buffer is host
+ * (gpuwire/gpu_device.h, the core's C device API). Without a GPU (open failed) every buffer is host
  * memory and nothing here touches CUDA.
  */
 #ifndef OSC_GPUWIRE_DEVICE_H

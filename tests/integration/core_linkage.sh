@@ -1,5 +1,5 @@
 #!/bin/sh
-# Both components load the one libgpuwire_core.so from beside them: each has
+# The components (pml, coll, osc) load the one libgpuwire_core.so from beside them: each has
 # NEEDED libgpuwire_core.so and a RUNPATH with $ORIGIN, and neither (nor the
 # core) needs libstdc++ (linked statically, hidden). The core exports only its
 # C API (gw_*).
