@@ -244,6 +244,7 @@ typedef struct gw_coll_request {
     void *rbuf;                         /* or the application's buffers */
     ompi_request_t *inner;              /* the previous module's request */
     gw_staging_t st;
+    gw_coll_host_buf_t send_copy;       /* in-place alltoallv/w: see request_start */
     const gw_coll_job_ops_t *job_ops; /* GW_REQ_JOB: the algorithm's steps */
     void *job;                        /* and its state, until job_release */
     gw_coll_region_t r[GW_REGION_COUNT]; /* GW_REQ_JOB: the call's, for staging it instead */
@@ -301,6 +302,7 @@ static void request_release(gw_coll_request_t *req)
     ompi_request_t *r = req->mpi;
     struct ompi_communicator_t *comm = req->args.comm;
     staging_release(&req->st);
+    gw_coll_staging_put(&req->send_copy);
     job_release(req);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(r);
@@ -358,9 +360,34 @@ static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_col
     return NULL == obj ? NULL : request_init(&obj->super, m, a);
 }
 
+/* Open MPI 4.1's libnbc schedules in-place Ialltoallv/w (and the persistent
+ * forms) wrongly when a peer's count is 0: the skipped operation carried the
+ * round's end, so a send of its temporary is still in flight when the next
+ * round copies the next block into it (docs/coll.md). The previous module
+ * gets a separate send copy of the staged receive region instead, with the
+ * receive counts, displacements and types: the same exchange in MPI terms. */
 static int request_start(gw_coll_request_t *req)
 {
-    return gw_coll_call_previous(req->module, &req->args, req->sbuf, req->rbuf, &req->inner);
+    gw_coll_args_t a = req->args;
+    const void *sbuf = req->sbuf;
+    const gw_stage_t *s = &req->st.s[GW_REGION_RECV];
+    const size_t len = gw_region_bytes(&s->region);
+    if (MPI_IN_PLACE == a.sbuf && (GW_COLL_ALLTOALLV == a.id || GW_COLL_ALLTOALLW == a.id) &&
+        NULL != s->host.ptr && len > 0) {
+        char why[256];
+        if (NULL == req->send_copy.ptr &&
+            0 != gw_coll_staging_get(len, s->region.gpu, &req->send_copy, why, sizeof(why))) {
+            return device_failed("host staging", why);
+        }
+        /* The copies in have finished (READY): the staged region is whole. */
+        memcpy(req->send_copy.ptr, s->host.ptr, len);
+        sbuf = (const char *)req->send_copy.ptr - s->region.lo;
+        a.scounts = a.rcounts;
+        a.sdispls = a.rdispls;
+        a.sdtype = a.rdtype;
+        a.sdtypes = a.rdtypes;
+    }
+    return gw_coll_call_previous(req->module, &a, sbuf, req->rbuf, &req->inner);
 }
 
 /* Stages req's call: queues the copies in of regions r and points the
