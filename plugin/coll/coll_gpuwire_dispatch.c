@@ -145,6 +145,9 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         /* Nothing is ever staged: no non-blocking start waits, so none
          * needs to be kept in order. */
         count(&gw_core_counters()->coll_passthrough_calls);
+        if (NULL != request && gw_coll_inplace_alltoallvw(a)) {
+            return gw_coll_nb_passthrough(m, a, request);
+        }
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
     /* A blocking call is a place every rank passes in the same order among
@@ -219,7 +222,9 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
                                              m->previous_allreduce_module);
         if (OMPI_SUCCESS != rc) return rc;
     }
-    if (!seen[0]) {
+    /* In place Alltoallv/w: a request of ours even on host buffers, whose
+     * starts give libnbc a send copy (gw_coll_inplace_alltoallvw). */
+    if (!seen[0] && !gw_coll_inplace_alltoallvw(a)) {
         gw_coll_nb_drain(m);
         return gw_coll_call_previous_init(m, a, info, request);
     }
@@ -227,6 +232,6 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         const int rc = gw_coll_hier_prepare(m, a);
         if (OMPI_SUCCESS != rc) return rc;
     }
-    if (seen[1]) __atomic_fetch_add(&mca_coll_gpuwire.persistent_mixed, 1, __ATOMIC_RELAXED);
+    if (seen[0] && seen[1]) __atomic_fetch_add(&mca_coll_gpuwire.persistent_mixed, 1, __ATOMIC_RELAXED);
     return gw_coll_persistent_new(m, a, seen[1], request);
 }

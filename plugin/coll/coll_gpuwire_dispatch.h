@@ -155,6 +155,14 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
 /* Progresses MPI until no non-blocking call of m waits for its start. */
 void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m);
 
+/* In-place Ialltoallv/w (or a start of the persistent forms): libnbc's
+ * in-place schedule for them is wrong (docs/coll.md), so they always go
+ * through a request of ours that hands it a separate send copy. */
+static inline bool gw_coll_inplace_alltoallvw(const gw_coll_args_t *a)
+{
+    return MPI_IN_PLACE == a->sbuf && (GW_COLL_ALLTOALLV == a->id || GW_COLL_ALLTOALLW == a->id);
+}
+
 /* A non-blocking collective on the application's buffers, through the
  * previous module: started now when nothing initiated earlier on the
  * communicator is still waiting for its start, else queued behind it and

@@ -41,6 +41,7 @@
  * stage (host buffers, Ibarrier) goes straight to the previous module when
  * that FIFO is empty, and joins it otherwise (gw_coll_nb_passthrough).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpuwire/gpu_device.h"
@@ -244,7 +245,7 @@ typedef struct gw_coll_request {
     void *rbuf;                         /* or the application's buffers */
     ompi_request_t *inner;              /* the previous module's request */
     gw_staging_t st;
-    gw_coll_host_buf_t send_copy;       /* in-place alltoallv/w: see request_start */
+    void *send_copy;                    /* in-place alltoallv/w: see request_start */
     const gw_coll_job_ops_t *job_ops; /* GW_REQ_JOB: the algorithm's steps */
     void *job;                        /* and its state, until job_release */
     gw_coll_region_t r[GW_REGION_COUNT]; /* GW_REQ_JOB: the call's, for staging it instead */
@@ -302,7 +303,7 @@ static void request_release(gw_coll_request_t *req)
     ompi_request_t *r = req->mpi;
     struct ompi_communicator_t *comm = req->args.comm;
     staging_release(&req->st);
-    gw_coll_staging_put(&req->send_copy);
+    free(req->send_copy);
     job_release(req);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(r);
@@ -364,24 +365,28 @@ static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_col
  * forms) wrongly when a peer's count is 0: the skipped operation carried the
  * round's end, so a send of its temporary is still in flight when the next
  * round copies the next block into it (docs/coll.md). The previous module
- * gets a separate send copy of the staged receive region instead, with the
- * receive counts, displacements and types: the same exchange in MPI terms. */
+ * gets a separate host send copy of the receive region instead (the staged
+ * one, or the application's host buffer), with the receive counts,
+ * displacements and types: the same exchange in MPI terms. The copy is
+ * taken at the start: the receive region is ours until completion. */
 static int request_start(gw_coll_request_t *req)
 {
     gw_coll_args_t a = req->args;
     const void *sbuf = req->sbuf;
     const gw_stage_t *s = &req->st.s[GW_REGION_RECV];
     const size_t len = gw_region_bytes(&s->region);
-    if (MPI_IN_PLACE == a.sbuf && (GW_COLL_ALLTOALLV == a.id || GW_COLL_ALLTOALLW == a.id) &&
-        NULL != s->host.ptr && len > 0) {
-        char why[256];
-        if (NULL == req->send_copy.ptr &&
-            0 != gw_coll_staging_get(len, s->region.gpu, &req->send_copy, why, sizeof(why))) {
-            return device_failed("host staging", why);
+    if (gw_coll_inplace_alltoallvw(&a) && len > 0) {
+        if (NULL == req->send_copy && NULL == (req->send_copy = malloc(len))) {
+            COLL_GPUWIRE_VERBOSE(1, "i%s in place: no host memory for the send copy (%zu "
+                                    "bytes); free memory or pass a separate send buffer",
+                                 gw_coll_name(a.id), len);
+            return OMPI_ERR_OUT_OF_RESOURCE;
         }
-        /* The copies in have finished (READY): the staged region is whole. */
-        memcpy(req->send_copy.ptr, s->host.ptr, len);
-        sbuf = (const char *)req->send_copy.ptr - s->region.lo;
+        /* Staged: the copies in have finished (READY), the region is whole. */
+        const char *from = NULL != s->host.ptr ? (const char *)s->host.ptr
+                                               : (const char *)s->region.user + s->region.lo;
+        memcpy(req->send_copy, from, len);
+        sbuf = (const char *)req->send_copy - s->region.lo;
         a.scounts = a.rcounts;
         a.sdispls = a.rdispls;
         a.sdtype = a.rdtype;
@@ -674,11 +679,18 @@ void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m)
 int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request)
 {
-    if (NULL == __atomic_load_n(&m->nb_first, __ATOMIC_RELAXED)) {
+    const bool inplace = gw_coll_inplace_alltoallvw(a);
+    if (!inplace && NULL == __atomic_load_n(&m->nb_first, __ATOMIC_RELAXED)) {
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
     gw_coll_request_t *req = request_new(m, a);
     if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (inplace) {
+        /* Host buffers: request_start copies the receive region. */
+        gw_coll_region_t r[GW_REGION_COUNT];
+        gw_coll_regions(a, r);
+        req->st.s[GW_REGION_RECV].region = r[GW_REGION_RECV];
+    }
     return request_enqueue(req, request);
 }
 
