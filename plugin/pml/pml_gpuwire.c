@@ -282,9 +282,11 @@ void mca_pml_gpuwire_close_engine(void)
         mca_pml_gpuwire.progress_registered = false;
     }
     if (mca_pml_gpuwire.engine) {
+        mca_pml_gpuwire.closing = true;
         gw_engine_destroy(mca_pml_gpuwire.engine);
         mca_pml_gpuwire.engine = NULL;
         OBJ_DESTRUCT(&mca_pml_gpuwire.requests);
+        mca_pml_gpuwire.closing = false;
         gw_dev_temp_drain(); /* device temporaries of non-contiguous messages */
     }
     if (mca_pml_gpuwire.peer_addr) {
@@ -377,6 +379,10 @@ static int pml_add_comm(struct ompi_communicator_t *comm)
 
 static int pml_del_comm(struct ompi_communicator_t *comm)
 {
+    /* A request holds its communicator, so the last reference can go while
+     * the engine is torn down (a request it completes or drops): nothing is
+     * left to release then. */
+    if (!mca_pml_gpuwire.engine || mca_pml_gpuwire.closing) return OMPI_SUCCESS;
     gw_context_release(mca_pml_gpuwire.engine, gw_comm_cid(comm));
     return OMPI_SUCCESS;
 }

@@ -34,6 +34,7 @@ typedef struct {
     void **peer_addr;
     size_t *peer_addr_len;
     bool progress_registered;
+    bool closing; /* the engine is being torn down: no call may re-enter it */
 } mca_pml_gpuwire_module_t;
 
 typedef struct {
