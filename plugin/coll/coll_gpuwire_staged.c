@@ -604,7 +604,10 @@ void mca_coll_gpuwire_requests_fini(void)
     while (NULL != requests.spares) {
         gw_coll_request_t *req = requests.spares;
         requests.spares = req->next;
-        OBJ_RELEASE(req->mpi);
+        /* req lives inside its MPI request: OBJ_RELEASE clears the pointer
+         * it is given, which must not be req->mpi (freed by then). */
+        ompi_request_t *mpi = req->mpi;
+        OBJ_RELEASE(mpi);
     }
     OBJ_DESTRUCT(&requests.lock);
     requests.initialized = false;

@@ -87,7 +87,10 @@ mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf
 
 void pml_gw_request_release(mca_pml_gpuwire_request_t *req)
 {
-    if (req->flags & PML_GW_DTYPE_HELD) {
+    /* While the engine is torn down (MPI_Finalize) the requests it still
+     * holds end here after Open MPI has destructed its communicators: their
+     * references are not touched then. */
+    if ((req->flags & PML_GW_DTYPE_HELD) && !mca_pml_gpuwire.closing) {
         OMPI_DATATYPE_RELEASE(req->dtype);
         OBJ_RELEASE(req->comm);
     }
