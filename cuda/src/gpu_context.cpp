@@ -50,7 +50,9 @@ GpuContext::GpuContext(const GpuContextConfig& config)
       classifier_(driver_, classifier_config()),
       exporter_(driver_),
       mappings_(driver_, IpcCacheConfig{config.ipc_cache_entries, config.ipc_cache_bytes}),
-      streams_(StreamPoolConfig{p2p_streams_ + 1, 0, false}),
+      // The engine's streams are non-blocking (stream.hpp says why); the
+      // collectives' stream stays ordered after the legacy stream.
+      streams_(StreamPoolConfig{p2p_streams_ + 1, 0, false, (uint64_t{1} << p2p_streams_) - 1}),
       pinned_(driver_, PinnedPoolConfig{config.staging_chunk_bytes, 2,
                                         std::max<size_t>(1, config.staging_max_bytes /
                                                                 (2 * config.staging_chunk_bytes)),

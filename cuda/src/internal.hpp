@@ -4,6 +4,7 @@
 
 #include "gpuwire/cuda/driver.hpp"
 #include "gpuwire/cuda/status.hpp"
+#include "gpuwire/cuda/stream.hpp"
 
 #if GPUWIRE_HAVE_CUDA
 #include <cuda.h>
@@ -59,6 +60,11 @@ inline Status drv_check(CUresult r, const char* call) {
 // The fallback signal when streams cannot write values: a one-thread kernel.
 cudaError_t launch_write_value64(cudaStream_t stream, unsigned long long* device_ptr,
                                  unsigned long long value);
+
+// TrackedStream::copy_and_mark's kernel (copy_signal.cu): the items, then
+// `ticket` into the pinned counter (its device address) once all landed.
+cudaError_t launch_copy_signal(cudaStream_t stream, const CopyItem* items, int n, unsigned* arrivals,
+                               unsigned long long* counter, unsigned long long ticket);
 
 // Enqueues on `stream` (of `device`), behind the work submitted to it, the
 // write of `value` into a pinned, device-mapped counter (its device address):

@@ -31,15 +31,17 @@ Event& Event::operator=(Event&& o) noexcept {
 
 #if GPUWIRE_HAVE_CUDA
 
-Result<Stream> Stream::create(int device, int priority) {
+Result<Stream> Stream::create(int device, int priority, bool blocking) {
   DeviceGuard guard(device);
   if (!guard.status()) return guard.status();
   cudaStream_t h = nullptr;
   // A blocking stream: work on it starts only after earlier work on the legacy
   // default stream of this process. An application that writes a buffer with
   // cudaMemcpy (whose DMA may still be running when it returns) and then hands
-  // it to MPI relies on exactly that order.
-  Status s = rt_check(cudaStreamCreateWithPriority(&h, cudaStreamDefault, priority),
+  // it to MPI relies on that order; users of a non-blocking stream order
+  // their work after the legacy stream themselves.
+  Status s = rt_check(cudaStreamCreateWithPriority(&h, blocking ? cudaStreamDefault : cudaStreamNonBlocking,
+                                                   priority),
                       "cudaStreamCreateWithPriority");
   if (!s) return detail::log_status(LogLevel::error, "Stream", s);
   Stream st;
@@ -129,6 +131,20 @@ Result<uint64_t> TrackedStream::mark() {
   return ticket;
 }
 
+Result<uint64_t> TrackedStream::copy_and_mark(const CopyItem* items, int n) {
+  if (!arrivals_) return Status::error(Errc::not_supported, "copy_and_mark: stream without an arrival counter");
+  const uint64_t ticket = issued_ + 1;
+  DeviceGuard guard(device());
+  Status s = guard.status();
+  if (s)
+    s = rt_check(launch_copy_signal(static_cast<cudaStream_t>(handle()), items, n, arrivals_,
+                                    reinterpret_cast<unsigned long long*>(device_counter_), ticket),
+                 "copy_signal<<<>>>");
+  if (!s) return detail::log_status(LogLevel::error, "TrackedStream::copy_and_mark", s);
+  issued_ = ticket;
+  return ticket;
+}
+
 Status TrackedStream::check() const {
   cudaError_t e = cudaStreamQuery(handle());
   return e == cudaErrorNotReady ? Status{} : rt_check(e, "cudaStreamQuery");
@@ -148,23 +164,34 @@ Status StreamPool::open(int device) {
     if (s) s = rt_check(cudaHostGetDevicePointer(&dev_base, counters->data(), 0), "cudaHostGetDevicePointer");
     if (!s) return s;
   }
+  Result<DeviceBuffer> arrivals = DeviceBuffer::allocate(device, sizeof(unsigned) * n);
+  if (!arrivals) return arrivals.status();
+  {
+    DeviceGuard guard(device);
+    Status s = guard.status();
+    if (s) s = rt_check(cudaMemset(arrivals->data(), 0, arrivals->size()), "cudaMemset");
+    if (!s) return s;
+  }
   const bool memop = !config_.force_kernel_signal && drv.stream_write_value64(device);
   std::vector<std::unique_ptr<TrackedStream>> streams;
   for (int i = 0; i < n; ++i) {
-    Result<Stream> st = Stream::create(device, config_.priority);
+    const bool blocking = !((config_.nonblocking_mask >> i) & 1);
+    Result<Stream> st = Stream::create(device, config_.priority, blocking);
     if (!st) return st.status();
     auto* host = reinterpret_cast<uint64_t*>(static_cast<char*>(counters->data()) + i * kCounterStride);
     auto* dev = reinterpret_cast<uint64_t*>(static_cast<char*>(dev_base) + i * kCounterStride);
-    streams.push_back(std::make_unique<TrackedStream>(std::move(st).value(), host, dev, memop));
+    auto* arr = static_cast<unsigned*>(arrivals->data()) + i;
+    streams.push_back(std::make_unique<TrackedStream>(std::move(st).value(), host, dev, arr, memop));
   }
   pd.counters = std::move(counters).value();
+  pd.arrivals = std::move(arrivals).value();
   pd.streams = std::move(streams);
   return Status{};
 }
 
 #else  // !GPUWIRE_HAVE_CUDA
 
-Result<Stream> Stream::create(int, int) { return no_cuda_status(); }
+Result<Stream> Stream::create(int, int, bool) { return no_cuda_status(); }
 void Stream::reset() {}
 Status Stream::synchronize() const { return no_cuda_status(); }
 Result<bool> Stream::idle() const { return no_cuda_status(); }
@@ -175,6 +202,8 @@ Result<bool> Event::done() const { return no_cuda_status(); }
 Status Event::synchronize() const { return no_cuda_status(); }
 Result<float> Event::elapsed_ms(const Event&, const Event&) { return no_cuda_status(); }
 Result<uint64_t> TrackedStream::mark() { return no_cuda_status(); }
+Result<uint64_t> TrackedStream::copy_and_mark(const CopyItem*, int) { return no_cuda_status(); }
+
 Status TrackedStream::check() const { return no_cuda_status(); }
 Status StreamPool::open(int) { return no_cuda_status(); }
 

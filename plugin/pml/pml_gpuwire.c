@@ -116,6 +116,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.device_sync = mca_pml_gpuwire_params.device_sync;
     p.ipc_threshold = mca_pml_gpuwire_params.ipc_threshold;
     p.ipc_sync_max = mca_pml_gpuwire_params.ipc_sync_max;
+    p.ipc_kernel_max = mca_pml_gpuwire_params.ipc_kernel_max;
     p.chunk_bytes = mca_pml_gpuwire_params.chunk_bytes;
     p.pace_gbps = (double)mca_pml_gpuwire_params.pace_mbps / 1000.0;
     p.pace_min_bytes = mca_pml_gpuwire_params.pace_min_bytes;

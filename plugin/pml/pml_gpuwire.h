@@ -48,6 +48,7 @@ typedef struct {
     bool device_sync;
     size_t ipc_threshold;
     size_t ipc_sync_max;
+    size_t ipc_kernel_max;
     size_t chunk_bytes;    /* chunked transfers (staged device memory, paced sends) */
     size_t pace_mbps;      /* 0: no pacing; else the rate toward other nodes */
     size_t pace_min_bytes; /* host messages paced from this size */

@@ -41,14 +41,19 @@ static const gw_param_t params[] = {
           "Move device buffers between processes of one node with CUDA IPC (over NVLink where "
           "present); off: staged through host memory"),
     PBOOL(device_sync, true, 4,
-          "Before another process reads a device buffer through CUDA IPC, wait for work queued "
-          "on the legacy default stream (about 1-2 us per message); 0 when the application "
-          "synchronizes itself"),
+          "Order device messages after work queued on the legacy default stream: wait for it "
+          "before a device buffer is read or written (about 0.3 us per message); 0 when the "
+          "application synchronizes itself"),
     PSIZE(ipc_threshold, 0, 0, GW_PARAM_MAX_MESSAGE, 5,
           "Device messages of at least this many bytes use CUDA IPC", NULL),
     PSIZE(ipc_sync_max, 16384, 0, GW_PARAM_MAX_MESSAGE, 5,
           "CUDA IPC copies up to this many bytes are waited for at once; larger ones complete "
           "in the background so several overlap",
+          NULL),
+    PSIZE(ipc_kernel_max, 1048576, 0, GW_PARAM_MAX_MESSAGE, 5,
+          "CUDA IPC copies into GPU memory up to this many bytes use gpuwire's copy kernel, which "
+          "signals its own completion and takes every such copy of one progress call at once; "
+          "0: the copy engine",
           NULL),
     PSIZE(ipc_cache_entries, 512, 1, (int64_t)1 << 20, 5,
           "Peer GPU allocations kept mapped per process (LRU)",

@@ -153,6 +153,13 @@ int main(int argc, char** argv) {
           while (!ts->reached(t)) {
           }
         }), "us");
+    // The engine's small receive: the copy and its signal in one kernel.
+    gpuwire::cuda::CopyItem item{static_cast<char*>(d8) + 32, d8, 8};
+    row("8 B D2D copy_and_mark (one kernel) + spin on reached()", time_us(g_reps, [&] {
+          uint64_t t = ts->copy_and_mark(&item, 1).value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
     cudaEvent_t ev;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event");
     row("8 B D2H + event record + spin on cudaEventQuery", time_us(g_reps, [&] {

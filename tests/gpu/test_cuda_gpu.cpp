@@ -1,5 +1,6 @@
 // cuda/ against the real driver ([gpu]): memory kinds, buffer re-use, several
 // GPUs, streams with completion counters, copies. Skipped (exit 77) without a GPU.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -262,6 +263,71 @@ TEST_CASE("streams: copies through pinned chunks, completion by counters", "[gpu
     CHECK(ev->done().value());
     CUDA_OK(cudaFree(dev));
     CUDA_OK(cudaFree(dev2));
+  }
+}
+
+TEST_CASE("streams: copy_and_mark copies a batch and signals it with one kernel", "[gpu][cuda]") {
+  // Non-blocking and blocking streams; sizes around the kernel's block
+  // share; source and destination at every alignment the engine may see.
+  for (uint64_t mask : {uint64_t{0}, ~uint64_t{0}}) {
+    INFO("non-blocking mask " << mask);
+    StreamPoolConfig scfg;
+    scfg.nonblocking_mask = mask;
+    StreamPool pool(scfg);
+    Result<TrackedStream*> ts = pool.next(0);
+    REQUIRE(ts.ok());
+    const size_t total = 24 << 20;
+    std::vector<uint8_t> host(total), back(total);
+    for (size_t i = 0; i < total; ++i) host[i] = static_cast<uint8_t>(i * 13 + (i >> 11));
+    void* src = nullptr;
+    void* dst = nullptr;
+    CUDA_OK(cudaMalloc(&src, total));
+    CUDA_OK(cudaMalloc(&dst, total));
+    CUDA_OK(cudaMemcpy(src, host.data(), total, cudaMemcpyHostToDevice));
+    const size_t sizes[] = {1, 7, 8, 15, 16, 17, 4095, 4096, 16384, 16385, 65536, 100003,
+                            1 << 20, (3 << 20) + 5, 9 << 20};
+    const size_t shifts[] = {0, 1, 4, 8, 3};
+    uint64_t last = 0;
+    for (int batch : {1, 5, 15, kCopyBatchMax}) {
+      INFO("batch " << batch);
+      CUDA_OK(cudaMemset(dst, 0, total));
+      std::vector<CopyItem> items;
+      std::vector<size_t> at;  // where each item starts (the same offset at both ends but for the shift)
+      size_t off = 0;
+      for (int i = 0; i < batch; ++i) {
+        size_t len = sizes[i % (sizeof sizes / sizeof sizes[0])];
+        if (batch == kCopyBatchMax) len = std::min<size_t>(len, 65536);
+        const size_t so = off + shifts[i % 5], dso = off + shifts[(i + 2) % 5];
+        REQUIRE(std::max(so, dso) + len <= total);
+        items.push_back(CopyItem{static_cast<char*>(dst) + dso, static_cast<char*>(src) + so, len});
+        at.push_back(so);
+        off += len + 64;
+      }
+      Result<uint64_t> t = (*ts)->copy_and_mark(items.data(), batch);
+      REQUIRE(t.ok());
+      CHECK(*t == last + 1);
+      last = *t;
+      wait_for(**ts, *t);
+      CUDA_OK(cudaMemcpy(back.data(), dst, total, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < batch; ++i) {
+        INFO("item " << i << ": " << items[i].len << " bytes");
+        const size_t d = static_cast<char*>(items[i].dst) - static_cast<char*>(dst);
+        CHECK(std::memcmp(back.data() + d, host.data() + at[i], items[i].len) == 0);
+        // nothing written around it
+        if (d > 0) CHECK(back[d - 1] == 0);
+        CHECK(back[d + items[i].len] == 0);
+      }
+    }
+    // Mixed with mark(): the tickets stay in order on one stream.
+    CopyItem one{dst, src, 8};
+    REQUIRE((*ts)->mark().ok());
+    Result<uint64_t> t = (*ts)->copy_and_mark(&one, 1);
+    REQUIRE(t.ok());
+    CHECK(*t == last + 2);
+    wait_for(**ts, *t);
+    CHECK((*ts)->check().ok());
+    CUDA_OK(cudaFree(src));
+    CUDA_OK(cudaFree(dst));
   }
 }
 

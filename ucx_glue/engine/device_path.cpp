@@ -30,11 +30,12 @@ std::unique_ptr<DevicePath> DevicePath::create(const DeviceConfig &config, std::
     cc.pinned_cache_bytes = config.bounce_max_bytes;
     cuda::GpuContext *ctx = cuda::GpuContext::acquire(cc, why);
     if (!ctx) return nullptr;
-    return std::unique_ptr<DevicePath>(new DevicePath(ctx));
+    return std::unique_ptr<DevicePath>(new DevicePath(ctx, config.order_after_user));
 }
 
 DevicePath::~DevicePath()
 {
+    queue_.clear(); // never started: nothing reads or writes their buffers
     // Copies still in flight hold mapping leases: wait for them.
     for (Pending &p : pending_) {
         while (!p.stream->reached(p.ticket) && p.stream->check()) {
@@ -46,6 +47,8 @@ DevicePath::~DevicePath()
 
 cuda::Status DevicePath::copy_sync(void *dst, const void *src, size_t len, int device)
 {
+    cuda::Status os = order_after_user(device);
+    if (!os) return os;
     auto s = ctx_->p2p_stream(device, 0);
     if (!s) return s.status();
     cuda::Status st = cuda::copy_async(dst, src, len, (*s)->stream());
@@ -66,6 +69,8 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
         if (st && !to_device) std::memcpy(dst, pin, len);
         return st;
     }
+    cuda::Status os = order_after_user(device);
+    if (!os) return os;
     auto c1 = acquire_pinned(device);
     auto ts = ctx_->p2p_stream(device, 0);
     if (!ts) return ts.status();
@@ -111,14 +116,55 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
 cuda::Status DevicePath::start_copy(void *dst, const void *src, size_t len, int device,
                                     cuda::IpcMapping mapping, void *token)
 {
+    cuda::Status st = order_after_user(device);
+    if (!st) return st;
     auto s = ctx_->next_p2p_stream(device);
     if (!s) return s.status();
-    cuda::Status st = cuda::copy_async(dst, src, len, (*s)->stream());
+    st = cuda::copy_async(dst, src, len, (*s)->stream());
     if (!st) return st;
     auto ticket = (*s)->mark();
     if (!ticket) return ticket.status();
-    pending_.push_back(Pending{token, std::move(mapping), *s, *ticket});
+    pending_.push_back(Pending{token, std::move(mapping), *s, *ticket, cuda::Status{}});
     return cuda::Status{};
+}
+
+void DevicePath::queue_copy(void *dst, const void *src, size_t len, int device,
+                            cuda::IpcMapping mapping, void *token)
+{
+    queue_.push_back(Queued{cuda::CopyItem{dst, src, len}, device, std::move(mapping), token});
+    if (queue_.size() == cuda::kCopyBatchMax) flush_copies();
+}
+
+// One kernel per GPU among the queued copies (almost always one): the items
+// of a GPU go in queue order, and each gets the kernel's ticket.
+void DevicePath::flush_copies()
+{
+    size_t begin = 0;
+    while (begin < queue_.size()) {
+        const int device = queue_[begin].device;
+        cuda::CopyItem items[cuda::kCopyBatchMax];
+        size_t end = begin, n = 0;
+        for (; end < queue_.size() && queue_[end].device == device; ++end) items[n++] = queue_[end].item;
+        cuda::Status st = order_after_user(device);
+        cuda::TrackedStream *stream = nullptr;
+        uint64_t ticket = 0;
+        if (st) {
+            auto s = ctx_->next_p2p_stream(device);
+            if (s) {
+                stream = *s;
+                auto t = stream->copy_and_mark(items, static_cast<int>(n));
+                if (t) ticket = *t;
+                else st = t.status();
+            } else {
+                st = s.status();
+            }
+        }
+        for (size_t i = begin; i < end; ++i)
+            pending_.push_back(
+                Pending{queue_[i].token, std::move(queue_[i].mapping), stream, ticket, st});
+        begin = end;
+    }
+    queue_.clear();
 }
 
 } // namespace gpuwire::engine

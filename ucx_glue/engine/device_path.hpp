@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuwire/cuda/copy.hpp"
 #include "gpuwire/cuda/driver.hpp"
 #include "gpuwire/cuda/gpu_context.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
@@ -40,6 +41,10 @@ struct DeviceConfig {
     size_t staging_chunk_bytes = size_t{4} << 20;
     size_t staging_max_bytes = size_t{64} << 20; // pinned host memory for staging
     size_t bounce_max_bytes = size_t{256} << 20; // pinned whole-message buffers; 0: none
+    // Each copy into or out of the application's memory waits first for the
+    // legacy default stream of its GPU (pml_gpuwire_device_sync): the
+    // engine's streams are not ordered after it (stream.hpp says why).
+    bool order_after_user = true;
 };
 
 class DevicePath {
@@ -65,6 +70,13 @@ public:
     // The local ordinal of the GPU with this UUID, or -1.
     int device_of_uuid(const uint8_t uuid[16]) const { return ctx_->device_of_uuid(uuid); }
 
+    // With DeviceConfig::order_after_user: waits for `device`'s legacy default
+    // stream (0.3 us when it is idle). Errors are logged by the caller.
+    cuda::Status order_after_user(int device)
+    {
+        return order_ ? cuda::wait_legacy_stream(device) : cuda::Status{};
+    }
+
     // Synchronous copy between any two kinds of memory, on `device`'s stream:
     // one cudaMemcpyAsync and a stream synchronize. From or to pinned host
     // memory (a bounce buffer) this is one DMA at full speed.
@@ -82,9 +94,20 @@ public:
         cuda::IpcMapping mapping;
         cuda::TrackedStream *stream;
         uint64_t ticket;
+        cuda::Status start; // an error: the copy never started, reported by poll() as is
     };
     cuda::Status start_copy(void *dst, const void *src, size_t len, int device,
                             cuda::IpcMapping mapping, void *token);
+    // Queues a copy between device-accessible buffers for the next
+    // flush_copies(), which moves every queued copy of a GPU and signals
+    // their completion with one kernel (TrackedStream::copy_and_mark): the
+    // copies of one progress call cost one submission. `token` comes back from
+    // poll() once its copy is done (or failed).
+    void queue_copy(void *dst, const void *src, size_t len, int device, cuda::IpcMapping mapping,
+                    void *token);
+    bool queued() const { return !queue_.empty(); }
+    void flush_copies();
+
     // Opens (or finds) the mapping of a peer's exported range.
     cuda::Result<cuda::IpcMapping> map(uint32_t peer, const cuda::IpcBlob &blob, int device)
     {
@@ -98,7 +121,9 @@ public:
         int n = 0;
         while (!pending_.empty()) {
             Pending &p = pending_.front();
-            if (!p.stream->reached(p.ticket)) {
+            if (!p.start) {
+                done(p.token, p.start);
+            } else if (!p.stream->reached(p.ticket)) {
                 cuda::Status s = p.stream->check();
                 if (s) break;
                 done(p.token, s); // the stream failed: report, drop
@@ -110,7 +135,7 @@ public:
         }
         return n;
     }
-    bool busy() const { return !pending_.empty(); }
+    bool busy() const { return !pending_.empty() || !queue_.empty(); }
     // A pinned host chunk for a chunked transfer; busy when all are on loan.
     cuda::Result<cuda::PinnedChunk> acquire_pinned(int device)
     {
@@ -148,9 +173,18 @@ public:
     cuda::IpcExporterCounters exporter_counters() const { return ctx_->exporter_counters(); }
 
 private:
-    explicit DevicePath(cuda::GpuContext *ctx) : ctx_(ctx) {}
+    DevicePath(cuda::GpuContext *ctx, bool order) : ctx_(ctx), order_(order) {}
+
+    struct Queued {
+        cuda::CopyItem item;
+        int device;
+        cuda::IpcMapping mapping;
+        void *token;
+    };
 
     cuda::GpuContext *const ctx_; // one reference, released by the destructor
+    const bool order_;            // DeviceConfig::order_after_user
+    std::vector<Queued> queue_;   // copies waiting for flush_copies()
     // Copies complete in the order they were issued per stream; one FIFO of
     // all of them is polled from the front (a later copy on another stream
     // waits for the earlier one to be seen, which costs nothing measurable).

@@ -139,12 +139,14 @@ gw_status_t Engine::init(std::string &why)
     path_.ipc_enabled = params_.ipc_enabled != 0;
     path_.ipc_threshold = params_.ipc_threshold;
     path_.ipc_sync_max = params_.ipc_sync_max;
+    path_.ipc_kernel_max = params_.ipc_kernel_max;
     if (params_.device_support) {
         DeviceConfig dc;
         dc.ipc_cache_entries = params_.ipc_cache_entries;
         dc.ipc_cache_bytes = params_.ipc_cache_bytes;
         dc.bounce_max_bytes = params_.pinned_bounce_bytes;
         dc.staging_max_bytes = params_.staging_bytes;
+        dc.order_after_user = params_.device_sync != 0;
         dev_ = DevicePath::create(dc, device_why_);
     } else {
         device_why_ = "device support switched off";
@@ -389,6 +391,7 @@ int Engine::progress_side_work()
 {
     int n = 0;
     if (dev_ && dev_->busy()) {
+        dev_->flush_copies(); // those queued by this call's receives
         n += dev_->poll([this](void *token, const cuda::Status &s) {
             if (XferSlot *slot = slot_of_token(token)) {
                 if (!s) log(GW_LOG_ERROR, "chunk copy failed: %s", s.message().c_str());

@@ -355,6 +355,11 @@ private:
                !pending_acks_.empty() || !pending_hints_.empty();
     }
     int progress_side_work();
+    // Starts the device copies receives queued (DevicePath::queue_copy).
+    void flush_copies()
+    {
+        if (dev_ && dev_->queued()) dev_->flush_copies();
+    }
 
     // Receive side.
     static ucs_status_t on_sync_ack(void *arg, const void *header, size_t header_length,

@@ -310,6 +310,12 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
     // at the sender (below) do this faster.
     if (pageable) [[unlikely]]
         hint_kind(peer, kHintIntoHost);
+    if (op->device >= 0 && blob.length <= path_.ipc_kernel_max) [[likely]] {
+        // Into GPU memory: the copy kernel, one submission for all such
+        // copies of this call and their completion (flushed by the caller).
+        dev_->queue_copy(op->buf, src, blob.length, device, std::move(mapping), op);
+        return;
+    }
     if (pageable || blob.length <= path_.ipc_sync_max) {
         // Into pageable host memory, or small: copy and wait now; a
         // synchronize is the cheapest wait for one copy.
@@ -346,6 +352,7 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
     } else {
         post(op, ctx, source, tag);
     }
+    flush_copies();
     guard.unlock();
     run_completions();
     return GW_OK;
@@ -398,6 +405,7 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
     std::unique_lock<EngineLock> guard(lock_);
     if (dev_) classify_recv(op);
     receive_pulled(op, m);
+    flush_copies();
     guard.unlock();
     run_completions();
     return GW_OK;

@@ -308,8 +308,7 @@ cuda::SharedOutbox *Engine::outbox(int device)
 // cudaMemcpy whose DMA is still running, say).
 void Engine::order_after_user(int device)
 {
-    if (!params_.device_sync) return;
-    cuda::Status ws = cuda::wait_legacy_stream(device);
+    cuda::Status ws = dev_->order_after_user(device);
     if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
 }
 

@@ -137,6 +137,8 @@ typedef struct {
                                   wait for this process's default-stream work */
     size_t ipc_threshold;      /* device messages of at least this size use IPC */
     size_t ipc_sync_max;       /* IPC copies up to this size complete synchronously */
+    size_t ipc_kernel_max;     /* IPC copies into GPU memory up to this size: gpuwire's copy
+                                  kernel, batched, signalling completion itself; 0: never */
     size_t ipc_cache_entries;  /* mapped peer allocations kept, per process */
     size_t ipc_cache_bytes;    /* bytes of mapped peer allocations kept */
 

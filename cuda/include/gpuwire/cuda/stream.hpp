@@ -15,6 +15,14 @@
 // each stream (its counter must not be freed under a pending write).
 // Threading: none of these is synchronised; the owner serialises use.
 // Blocking: only synchronize(), wait-free everything else.
+//
+// Order against the legacy default stream: a stream is created blocking (its
+// work starts after earlier work on the legacy stream) or not. The engine's
+// streams are non-blocking: once a device-to-device copy has run on a blocking
+// stream, every later wait for or query of the legacy stream costs 1.4-1.7 us
+// instead of 0.3 (measured on the target, with and without MPS), and the
+// engine orders its copies after the application's work by such a wait on the
+// CPU (DevicePath::order_after_user).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpuwire/cuda/device_buffer.hpp"
 #include "gpuwire/cuda/driver.hpp"
 #include "gpuwire/cuda/pinned_pool.hpp"
 #include "gpuwire/cuda/status.hpp"
@@ -34,8 +43,8 @@ namespace gpuwire::cuda {
 class Stream {
  public:
   Stream() = default;
-  // A non-blocking stream (no implicit sync with the legacy default stream).
-  static Result<Stream> create(int device, int priority = 0);
+  // blocking: ordered after earlier work on the legacy default stream.
+  static Result<Stream> create(int device, int priority = 0, bool blocking = true);
   ~Stream() { reset(); }
   Stream(Stream&& o) noexcept { *this = std::move(o); }
   Stream& operator=(Stream&& o) noexcept;
@@ -78,6 +87,14 @@ class Event {
   int device_ = -1;
 };
 
+// One copy of TrackedStream::copy_and_mark().
+struct CopyItem {
+  void* dst;
+  const void* src;
+  size_t len;
+};
+constexpr int kCopyBatchMax = 64;  // items of one copy_and_mark() (they travel as kernel arguments)
+
 class TrackedStream {
  public:
   const Stream& stream() const { return stream_; }
@@ -87,6 +104,11 @@ class TrackedStream {
   // Enqueues the write of the next ticket behind all work submitted so far and
   // returns that ticket.
   Result<uint64_t> mark();
+  // Copies every item (device-accessible memory at both ends, the items
+  // disjoint) with one kernel that writes the next ticket itself once all of
+  // them have landed: one submission for the copies and the signal, where
+  // cudaMemcpyAsync and mark() are two. 1 <= n <= kCopyBatchMax.
+  Result<uint64_t> copy_and_mark(const CopyItem* items, int n);
   // No CUDA call: one acquire load of the pinned counter.
   bool reached(uint64_t ticket) const { return completed() >= ticket; }
   uint64_t completed() const { return __atomic_load_n(counter_, __ATOMIC_ACQUIRE); }
@@ -95,13 +117,19 @@ class TrackedStream {
   Status check() const;
   bool signals_by_kernel() const { return !memop_; }
 
-  TrackedStream(Stream stream, uint64_t* counter, uint64_t* device_counter, bool memop)
-      : stream_(std::move(stream)), counter_(counter), device_counter_(device_counter), memop_(memop) {}
+  TrackedStream(Stream stream, uint64_t* counter, uint64_t* device_counter, unsigned* arrivals,
+                bool memop)
+      : stream_(std::move(stream)),
+        counter_(counter),
+        device_counter_(device_counter),
+        arrivals_(arrivals),
+        memop_(memop) {}
 
  private:
   Stream stream_;
   uint64_t* counter_;         // host view of the pinned counter
   uint64_t* device_counter_;  // the same counter as the device addresses it
+  unsigned* arrivals_;        // device memory: blocks of copy_and_mark() done so far
   uint64_t issued_ = 0;
   bool memop_;
 };
@@ -110,6 +138,7 @@ struct StreamPoolConfig {
   int streams_per_device = 4;  // at most 64
   int priority = 0;
   bool force_kernel_signal = false;  // use the kernel even where memops work
+  uint64_t nonblocking_mask = 0;     // stream i is created non-blocking where bit i is set
 };
 
 class StreamPool {
@@ -126,6 +155,7 @@ class StreamPool {
  private:
   struct PerDevice {
     PinnedBuffer counters;
+    DeviceBuffer arrivals;  // one copy_and_mark() block counter per stream
     std::vector<std::unique_ptr<TrackedStream>> streams;
     size_t next = 0;
   };
