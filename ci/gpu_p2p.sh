@@ -8,7 +8,7 @@
 #   GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (none: no reference rows)
 #   P2P_ROUNDS (3), P2P_ITERS (1000), P2P_MODES ("D D"; e.g. "D D,H D,D H"),
 #   P2P_GW_EXTRA: more --mca settings for gpuwire's rows;
-#   P2P_AB: --mca settings of a second gpuwire column (an A/B in the same rounds).
+#   P2P_AB, P2P_AB2: --mca settings of more gpuwire columns (A/Bs in the same rounds).
 # Writes p2p_runs.txt and p2p_floor.txt to <out dir>; prints the tables last.
 set -uo pipefail
 BUILD=$1
@@ -60,11 +60,15 @@ for r in $(seq "$ROUNDS"); do
         # shellcheck disable=SC2086
         [ -n "${P2P_AB:-}" ] && run "ab_lat_${k}_$r" "$GW $P2P_AB" "$OSU/pt2pt/osu_latency" -d cuda $ARGS $m
         # shellcheck disable=SC2086
+        [ -n "${P2P_AB2:-}" ] && run "ab2_lat_${k}_$r" "$GW $P2P_AB2" "$OSU/pt2pt/osu_latency" -d cuda $ARGS $m
+        # shellcheck disable=SC2086
         run "gw_bw_${k}_$r" "$GW" "$OSU/pt2pt/osu_bw" -d cuda $ARGS $m
         # shellcheck disable=SC2086
         [ -n "$REF" ] && run "ref_bw_${k}_$r" "$REF" "$OSU/pt2pt/osu_bw" -d cuda $ARGS $m
         # shellcheck disable=SC2086
         [ -n "${P2P_AB:-}" ] && run "ab_bw_${k}_$r" "$GW $P2P_AB" "$OSU/pt2pt/osu_bw" -d cuda $ARGS $m
+        # shellcheck disable=SC2086
+        [ -n "${P2P_AB2:-}" ] && run "ab2_bw_${k}_$r" "$GW $P2P_AB2" "$OSU/pt2pt/osu_bw" -d cuda $ARGS $m
     done
 done
 # OSU's own validation of the data, once per mode.
@@ -83,20 +87,24 @@ medof() {
     med "${v[@]}"
 }
 floor() { grep -F "$1" "$OUT/p2p_floor.txt" | awk '{print $(NF-1)}' | sort -g | head -1; }
-echo "floors (lower of two runs): 8 B D2D + sync $(floor "8 B cudaMemcpyAsync D2D (same GPU) + sync") us;" \
-     "8 B copy_and_mark + spin $(floor "8 B D2D copy_and_mark") us"
+peak() { grep -F "$1" "$OUT/p2p_floor.txt" | awk '{print $(NF-1)}' | sort -g | tail -1; }
+echo "floors (the better of two runs): 8 B D2D + sync $(floor "8 B cudaMemcpyAsync D2D (same GPU) + sync") us;" \
+     "8 B copy_and_mark + spin $(floor "8 B D2D copy_and_mark (one kernel)") us;" \
+     "D2D window 64 x 4 MiB: copy engine $(peak "64 x 4 MiB, cudaMemcpyAsync") GB/s, one kernel $(peak "64 x 4 MiB, one copy_and_mark") GB/s;" \
+     "pinned H2D / D2H 64 MiB $(peak "pinned H2D 64 MiB") / $(peak "pinned D2H 64 MiB") GB/s"
 for m in "${MODES[@]}"; do
     k=$(key "$m")
     echo
-    echo "| OSU -d cuda $m, 2 ranks on one GPU (MPS), median of $ROUNDS | size | gpuwire | UCX with CUDA | gpuwire/UCX | gpuwire ${P2P_AB:-(no A/B)} |"
-    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "| OSU -d cuda $m, 2 ranks on one GPU (MPS), median of $ROUNDS | size | gpuwire | UCX with CUDA | gpuwire/UCX | gpuwire ${P2P_AB:-(no A/B)} | gpuwire ${P2P_AB2:-(no A/B)} |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
     for t in lat bw; do
         for n in 1 8 64 512 4096 16384 65536 262144 1048576 4194304; do
-            g=$(medof "gw_${t}_$k" $n); u=""; a=""
+            g=$(medof "gw_${t}_$k" $n); u=""; a=""; a2=""
             [ -n "$REF" ] && u=$(medof "ref_${t}_$k" $n)
             [ -n "${P2P_AB:-}" ] && a=$(medof "ab_${t}_$k" $n)
+            [ -n "${P2P_AB2:-}" ] && a2=$(medof "ab2_${t}_$k" $n)
             if [ $t = lat ]; then what="osu_latency (us)"; else what="osu_bw (MB/s)"; fi
-            echo "| $what | $n | $g | $u | $(ratio "$g" "$u") | $a |"
+            echo "| $what | $n | $g | $u | $(ratio "$g" "$u") | $a | $a2 |"
         done
     done
     for c in latc bwc; do

@@ -131,6 +131,11 @@ Result<TrackedStream*> GpuContext::p2p_stream(int device, int index) {
   return streams_.get(device, index);
 }
 
+Result<TrackedStream*> GpuContext::legacy_stream(int device) {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  return streams_.legacy(device);
+}
+
 Result<TrackedStream*> GpuContext::coll_stream(int device) {
   std::lock_guard<std::mutex> lock(streams_mu_);
   return streams_.get(device, p2p_streams_);

@@ -16,6 +16,7 @@ Stream& Stream::operator=(Stream&& o) noexcept {
     reset();
     handle_ = std::exchange(o.handle_, nullptr);
     device_ = std::exchange(o.device_, -1);
+    owned_ = std::exchange(o.owned_, true);
   }
   return *this;
 }
@@ -50,8 +51,22 @@ Result<Stream> Stream::create(int device, int priority, bool blocking) {
   return st;
 }
 
+Stream Stream::legacy(int device) {
+  Stream st;
+  st.handle_ = reinterpret_cast<StreamHandle>(cudaStreamLegacy);
+  st.device_ = device;
+  st.owned_ = false;
+  return st;
+}
+
 void Stream::reset() {
   if (!handle_) return;
+  if (!owned_) {
+    handle_ = nullptr;
+    device_ = -1;
+    owned_ = true;
+    return;
+  }
   DeviceGuard guard(device_);
   detail::log_failure(LogLevel::warn, "Stream", rt_check(cudaStreamDestroy(handle_), "cudaStreamDestroy"));
   handle_ = nullptr;
@@ -153,8 +168,8 @@ Status TrackedStream::check() const {
 Status StreamPool::open(int device) {
   Driver& drv = Driver::instance();
   PerDevice& pd = devices_[device];
-  const int n = config_.streams_per_device;
-  Result<PinnedBuffer> counters = PinnedBuffer::allocate(drv, kCounterStride * n, device);
+  const int n = config_.streams_per_device;  // and one more: the legacy stream, last
+  Result<PinnedBuffer> counters = PinnedBuffer::allocate(drv, kCounterStride * (n + 1), device);
   if (!counters) return counters.status();
   std::memset(counters->data(), 0, counters->size());
   void* dev_base = nullptr;
@@ -164,7 +179,7 @@ Status StreamPool::open(int device) {
     if (s) s = rt_check(cudaHostGetDevicePointer(&dev_base, counters->data(), 0), "cudaHostGetDevicePointer");
     if (!s) return s;
   }
-  Result<DeviceBuffer> arrivals = DeviceBuffer::allocate(device, sizeof(unsigned) * n);
+  Result<DeviceBuffer> arrivals = DeviceBuffer::allocate(device, sizeof(unsigned) * (n + 1));
   if (!arrivals) return arrivals.status();
   {
     DeviceGuard guard(device);
@@ -174,9 +189,9 @@ Status StreamPool::open(int device) {
   }
   const bool memop = !config_.force_kernel_signal && drv.stream_write_value64(device);
   std::vector<std::unique_ptr<TrackedStream>> streams;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i <= n; ++i) {
     const bool blocking = !((config_.nonblocking_mask >> i) & 1);
-    Result<Stream> st = Stream::create(device, config_.priority, blocking);
+    Result<Stream> st = i < n ? Stream::create(device, config_.priority, blocking) : Stream::legacy(device);
     if (!st) return st.status();
     auto* host = reinterpret_cast<uint64_t*>(static_cast<char*>(counters->data()) + i * kCounterStride);
     auto* dev = reinterpret_cast<uint64_t*>(static_cast<char*>(dev_base) + i * kCounterStride);
@@ -192,6 +207,7 @@ Status StreamPool::open(int device) {
 #else  // !GPUWIRE_HAVE_CUDA
 
 Result<Stream> Stream::create(int, int, bool) { return no_cuda_status(); }
+Stream Stream::legacy(int) { return Stream(); }
 void Stream::reset() {}
 Status Stream::synchronize() const { return no_cuda_status(); }
 Result<bool> Stream::idle() const { return no_cuda_status(); }
@@ -240,8 +256,14 @@ Result<TrackedStream*> StreamPool::next(int device) {
   if (!first) return first;
   PerDevice& pd = devices_[device];
   TrackedStream* ts = pd.streams[pd.next].get();
-  pd.next = (pd.next + 1) % pd.streams.size();
+  pd.next = (pd.next + 1) % config_.streams_per_device;
   return ts;
+}
+
+Result<TrackedStream*> StreamPool::legacy(int device) {
+  Result<TrackedStream*> first = get(device, 0);
+  if (!first) return first;
+  return devices_[device].streams.back().get();
 }
 
 }  // namespace gpuwire::cuda

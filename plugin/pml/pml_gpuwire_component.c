@@ -50,7 +50,7 @@ static const gw_param_t params[] = {
           "CUDA IPC copies up to this many bytes are waited for at once; larger ones complete "
           "in the background so several overlap",
           NULL),
-    PSIZE(ipc_kernel_max, 1048576, 0, GW_PARAM_MAX_MESSAGE, 5,
+    PSIZE(ipc_kernel_max, 67108864, 0, GW_PARAM_MAX_MESSAGE, 5,
           "CUDA IPC copies into GPU memory up to this many bytes use gpuwire's copy kernel, which "
           "signals its own completion and takes every such copy of one progress call at once; "
           "0: the copy engine",

@@ -160,6 +160,44 @@ int main(int argc, char** argv) {
           while (!ts->reached(t)) {
           }
         }), "us");
+    // Same-GPU D2D: what moves it (SMs or a copy engine) and what signals it.
+    row("8 B D2D cudaMemcpyAsync + mark + spin on reached()", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, ts->handle()), "memcpy");
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    {
+      void* dsts[1] = {static_cast<char*>(d8) + 32};
+      const void* srcs[1] = {d8};
+      size_t sizes[1] = {8};
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+      size_t idx = 0;
+      row("8 B D2D cudaMemcpyBatchAsync (copy engine hint) + mark + spin", time_us(g_reps, [&] {
+            check(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, &idx, 1, ts->handle()), "batch memcpy");
+            uint64_t t = ts->mark().value();
+            while (!ts->reached(t)) {
+            }
+          }), "us");
+    }
+    {
+      StreamPoolConfig nb;
+      nb.nonblocking_mask = ~uint64_t{0};
+      StreamPool nbpool(nb);
+      TrackedStream* ns = nbpool.next(0).value();
+      row("8 B D2D copy_and_mark, non-blocking stream + spin", time_us(g_reps, [&] {
+            uint64_t t = ns->copy_and_mark(&item, 1).value();
+            while (!ns->reached(t)) {
+            }
+          }), "us");
+      row("cudaStreamSynchronize(legacy) after non-blocking copy_and_mark", time_after_us(g_reps, [&] {
+            uint64_t t = ns->copy_and_mark(&item, 1).value();
+            while (!ns->reached(t)) {
+            }
+          }, [] { check(cudaStreamSynchronize(cudaStreamLegacy), "sync legacy"); }), "us");
+    }
     cudaEvent_t ev;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event");
     row("8 B D2H + event record + spin on cudaEventQuery", time_us(g_reps, [&] {
@@ -271,6 +309,35 @@ int main(int argc, char** argv) {
     row("classifier invalidate() of one range (1024 entries)",
         ns_per_call(2000, [&] { cached.invalidate(host.data() + (2 << 20), 4096); }), "ns");
     check(cudaFree(dev), "cudaFree");
+  }
+
+  // Same-GPU D2D of a window of 64 copies of 4 MiB (osu_bw's window): the
+  // rate a D D bandwidth test on one GPU can reach, by the copy engine
+  // (cudaMemcpyAsync) and by one copy_and_mark kernel for the whole window.
+  {
+    const size_t one = size_t{4} << 20;
+    const int window = 64;
+    void *src = nullptr, *dst = nullptr;
+    check(cudaMalloc(&src, one * window), "cudaMalloc");
+    check(cudaMalloc(&dst, one * window), "cudaMalloc");
+    row("D2D window of 64 x 4 MiB, cudaMemcpyAsync", gbps(one * window, s, [&] {
+          for (int i = 0; i < window; ++i)
+            check(cudaMemcpyAsync(static_cast<char*>(dst) + i * one, static_cast<char*>(src) + i * one, one,
+                                  cudaMemcpyDeviceToDevice, s), "memcpy");
+        }), "GB/s");
+    StreamPoolConfig nb;
+    nb.nonblocking_mask = ~uint64_t{0};
+    StreamPool wpool(nb);
+    TrackedStream* ws = wpool.next(0).value();
+    std::vector<CopyItem> items;
+    for (int i = 0; i < window; ++i)
+      items.push_back(CopyItem{static_cast<char*>(dst) + i * one, static_cast<char*>(src) + i * one, one});
+    row("D2D window of 64 x 4 MiB, one copy_and_mark kernel", gbps(one * window, ws->handle(), [&] {
+          (void)ws->copy_and_mark(items.data(), window).value();
+        }), "GB/s");
+    check(cudaStreamSynchronize(ws->handle()), "sync");
+    check(cudaFree(src), "cudaFree");
+    check(cudaFree(dst), "cudaFree");
   }
 
   // Pinned host <-> device bandwidth.

@@ -37,7 +37,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->device_sync = 1;
     params->ipc_threshold = 0;
     params->ipc_sync_max = 16384;
-    params->ipc_kernel_max = size_t{1} << 20;
+    params->ipc_kernel_max = size_t{64} << 20;
     params->ipc_cache_entries = 512;
     params->ipc_cache_bytes = size_t{64} << 30;
     params->chunk_bytes = size_t{4} << 20;

@@ -145,19 +145,20 @@ void DevicePath::flush_copies()
         cuda::CopyItem items[cuda::kCopyBatchMax];
         size_t end = begin, n = 0;
         for (; end < queue_.size() && queue_[end].device == device; ++end) items[n++] = queue_[end].item;
-        cuda::Status st = order_after_user(device);
+        // Ordered after the application's work: on its legacy stream, which
+        // costs nothing on the CPU (a wait for that stream costs 1.5 us once
+        // the process has run a kernel).
+        cuda::Status st;
         cuda::TrackedStream *stream = nullptr;
         uint64_t ticket = 0;
-        if (st) {
-            auto s = ctx_->next_p2p_stream(device);
-            if (s) {
-                stream = *s;
-                auto t = stream->copy_and_mark(items, static_cast<int>(n));
-                if (t) ticket = *t;
-                else st = t.status();
-            } else {
-                st = s.status();
-            }
+        auto s = order_ ? ctx_->legacy_stream(device) : ctx_->next_p2p_stream(device);
+        if (s) {
+            stream = *s;
+            auto t = stream->copy_and_mark(items, static_cast<int>(n));
+            if (t) ticket = *t;
+            else st = t.status();
+        } else {
+            st = s.status();
         }
         for (size_t i = begin; i < end; ++i)
             pending_.push_back(

@@ -18,7 +18,7 @@ struct PathConfig {
     size_t ipc_threshold = 0;  // device messages of at least this size use IPC
     bool ucx_has_cuda = false; // the UCX in use reports CUDA memory support
     size_t ipc_sync_max = 16384; // IPC copies up to this size are waited for at once
-    size_t ipc_kernel_max = size_t{1} << 20; // IPC copies into GPU memory: the copy kernel
+    size_t ipc_kernel_max = size_t{64} << 20; // IPC copies into GPU memory: the copy kernel
 };
 
 struct SendTraits {

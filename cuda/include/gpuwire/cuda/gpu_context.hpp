@@ -84,6 +84,8 @@ class GpuContext {
   Result<TrackedStream*> p2p_stream(int device, int index);
   // The collectives' stream of a device.
   Result<TrackedStream*> coll_stream(int device);
+  // The device's legacy default stream, tracked; the engine's only.
+  Result<TrackedStream*> legacy_stream(int device);
 
   template <class F>
   auto with_pinned_pool(F&& f) {

@@ -45,6 +45,8 @@ class Stream {
   Stream() = default;
   // blocking: ordered after earlier work on the legacy default stream.
   static Result<Stream> create(int device, int priority = 0, bool blocking = true);
+  // The legacy default stream of `device`, not owned (never destroyed).
+  static Stream legacy(int device);
   ~Stream() { reset(); }
   Stream(Stream&& o) noexcept { *this = std::move(o); }
   Stream& operator=(Stream&& o) noexcept;
@@ -62,6 +64,7 @@ class Stream {
  private:
   StreamHandle handle_ = nullptr;
   int device_ = -1;
+  bool owned_ = true;
 };
 
 class Event {
@@ -151,6 +154,9 @@ class StreamPool {
   // The device's streams in turn; the first call for a device creates them.
   Result<TrackedStream*> next(int device);
   Result<TrackedStream*> get(int device, int index);
+  // A TrackedStream over the device's legacy default stream: work on it is
+  // ordered after the application's work there without a wait on the CPU.
+  Result<TrackedStream*> legacy(int device);
 
  private:
   struct PerDevice {
