@@ -56,6 +56,9 @@ Status resolve_all(DriverEntryPoints& e, const char** missing) {
   // Optional: without it completions are signalled by a one-thread kernel.
   if (!resolve("cuStreamWriteValue64", reinterpret_cast<void**>(&e.cuStreamWriteValue64)))
     e.cuStreamWriteValue64 = nullptr;
+  // Optional: without it synchronous copies into device memory are not marked.
+  if (!resolve("cuPointerSetAttribute", reinterpret_cast<void**>(&e.cuPointerSetAttribute)))
+    e.cuPointerSetAttribute = nullptr;
   return Status{};
 }
 
@@ -167,6 +170,14 @@ Status Driver::pointer_attributes(uintptr_t ptr, PointerAttributes* out) {
   a.range_size = size;
   *out = a;
   return Status{};
+}
+
+Status Driver::set_sync_memops(uintptr_t ptr) {
+  if (!available_) return Status::error(Errc::no_device, reason_);
+  if (!entry_->cuPointerSetAttribute) return Status::error(Errc::not_supported, "cuPointerSetAttribute");
+  const unsigned int on = 1;
+  return drv_check(entry_->cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, static_cast<CUdeviceptr>(ptr)),
+                   "cuPointerSetAttribute(SYNC_MEMOPS)");
 }
 
 Status Driver::buffer_id(uintptr_t ptr, uint64_t* out) {
@@ -316,6 +327,7 @@ const char* native_error_name(NativeApi, int) { return "CUDA_ERROR"; }
 
 Status Driver::pointer_attributes(uintptr_t, PointerAttributes*) { return no_cuda_status(); }
 Status Driver::buffer_id(uintptr_t, uint64_t*) { return no_cuda_status(); }
+Status Driver::set_sync_memops(uintptr_t) { return no_cuda_status(); }
 Status Driver::vmm_range(uintptr_t, bool*, uintptr_t*, size_t*) { return no_cuda_status(); }
 Status Driver::device_uuid(int, uint8_t*) { return no_cuda_status(); }
 Status Driver::ipc_get_handle(uintptr_t, int, IpcHandle*) { return no_cuda_status(); }

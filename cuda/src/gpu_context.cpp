@@ -38,6 +38,7 @@ void count(unsigned long long gw_core_counters_t::*field, long long by) {
 // unmap between the two reaches an empty cache, which has nothing to drop.
 ClassifierConfig GpuContext::classifier_config() {
   ClassifierConfig c;
+  c.sync_memops = true;  // messages read device buffers without waiting for the default stream
   unmap_hooked_ =
       ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, &classifier_) == UCS_OK;
   if (!unmap_hooked_) c.host_entries = 0;

@@ -44,6 +44,7 @@ struct DriverEntryPoints {
   PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle = nullptr;
   PFN_cuMemRelease_v10020 cuMemRelease = nullptr;
   PFN_cuStreamWriteValue64_v11070 cuStreamWriteValue64 = nullptr;  // optional
+  PFN_cuPointerSetAttribute_v6000 cuPointerSetAttribute = nullptr;  // optional
 
   // Primary contexts, retained on first use and kept for the process' life.
   std::unique_ptr<std::atomic<CUcontext>[]> primary;

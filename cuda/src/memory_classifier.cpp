@@ -66,6 +66,11 @@ Status MemoryClassifier::classify_slow(uintptr_t ptr, size_t len, MemoryInfo& ou
     driver_errors_.fetch_add(1, std::memory_order_relaxed);
     return detail::log_status(LogLevel::error, "memory classifier", s);
   }
+  if (info.kind == MemoryKind::device && config_.sync_memops) {
+    Status ms = driver_.set_sync_memops(info.base);
+    if (!ms) sync_memops_errors_.fetch_add(1, std::memory_order_relaxed);
+    else sync_memops_marked_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (info.kind == MemoryKind::host) {
     host_insert(ptr, len, epoch);
   } else if (config_.device_entries > 0 && info.size > 0 && ptr >= info.base &&
@@ -212,6 +217,8 @@ ClassifierCounters MemoryClassifier::counters() const {
   c.invalidated = invalidated_.load(std::memory_order_relaxed);
   c.misses = misses_.load(std::memory_order_relaxed);
   c.driver_errors = driver_errors_.load(std::memory_order_relaxed);
+  c.sync_memops_marked = sync_memops_marked_.load(std::memory_order_relaxed);
+  c.sync_memops_errors = sync_memops_errors_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   c.device_hits = device_hits_;
   c.stale = stale_;

@@ -57,9 +57,10 @@ static const gw_param_t params[] = {
     PBOOL(device, true, 3,
           "Accept GPU buffers (CUDA) when a GPU and its driver are present; 0: every collective "
           "passes through unchanged"),
-    PBOOL(device_sync, true, 4,
-          "Before a collective reads or writes device buffers, wait for work queued on the "
-          "legacy default stream; 0 when the application synchronizes itself"),
+    PBOOL(device_sync, false, 4,
+          "Before a collective reads or writes device buffers, also wait for work still queued "
+          "on the legacy default stream. Off: the application synchronizes its asynchronous "
+          "work before an MPI call, as with every CUDA-aware MPI"),
     PSIZE(staging_bytes, 256 << 20, 0, GW_PARAM_MAX_MESSAGE, 5,
           "Pinned host memory kept for staging device buffers, reused across collectives; "
           "beyond it plain host memory (slower copies); 0: plain host memory only",

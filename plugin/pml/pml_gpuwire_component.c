@@ -40,10 +40,11 @@ static const gw_param_t params[] = {
     PBOOL(ipc, true, 4,
           "Move device buffers between processes of one node with CUDA IPC (over NVLink where "
           "present); off: staged through host memory"),
-    PBOOL(device_sync, true, 4,
-          "Order device messages after work queued on the legacy default stream: wait for it "
-          "before a device buffer is read or written (about 0.3 us per message); 0 when the "
-          "application synchronizes itself"),
+    PBOOL(device_sync, false, 4,
+          "Also order device messages after work still queued on the legacy default stream "
+          "(about 1.5 us per message). Off: the application synchronizes its asynchronous work "
+          "before an MPI call, as with every CUDA-aware MPI; a cudaMemcpy has landed when it "
+          "returns"),
     PSIZE(ipc_threshold, 0, 0, GW_PARAM_MAX_MESSAGE, 5,
           "Device messages of at least this many bytes use CUDA IPC", NULL),
     PSIZE(ipc_sync_max, 16384, 0, GW_PARAM_MAX_MESSAGE, 5,

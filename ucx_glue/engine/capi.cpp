@@ -34,7 +34,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->verbose = GW_LOG_WARN;
     params->device_support = 1;
     params->ipc_enabled = 1;
-    params->device_sync = 1;
+    params->device_sync = 0;
     params->ipc_threshold = 0;
     params->ipc_sync_max = 16384;
     params->ipc_kernel_max = size_t{64} << 20;

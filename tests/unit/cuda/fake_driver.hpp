@@ -81,6 +81,12 @@ class FakeDriver : public DriverApi {
     *out = al ? al->id : 0;
     return Status{};
   }
+  Status set_sync_memops(uintptr_t ptr) override {
+    sync_marked.push_back(ptr);
+    const Alloc* al = find(ptr);
+    if (!al || al->base != ptr) return Status::driver_error("cuPointerSetAttribute(SYNC_MEMOPS)", 1);
+    return Status{};
+  }
   Status vmm_range(uintptr_t ptr, bool* is_vmm, uintptr_t* base, size_t* size) override {
     ++vmm_queries;
     const Alloc* al = find(ptr);
@@ -167,6 +173,7 @@ class FakeDriver : public DriverApi {
 
   // Counters and knobs, read and set by the tests.
   int attribute_queries = 0, id_queries = 0, vmm_queries = 0;
+  std::vector<uintptr_t> sync_marked;  // set_sync_memops() calls, in order
   int ipc_gets = 0, ipc_opens = 0, ipc_closes = 0, bad_closes = 0;
   int host_allocs = 0, host_frees = 0;
   int host_registers = 0, host_unregisters = 0;

@@ -84,6 +84,37 @@ TEST_CASE("device memory: kind, ordinal, allocation, buffer ID", "[cuda][classif
   CHECK(c.counters().device_hits == 10);
 }
 
+TEST_CASE("sync_memops: each device allocation is marked once, nothing else", "[cuda][classifier]") {
+  FakeDriver drv;
+  uintptr_t d = drv.alloc(1 << 20, FakeKind::device, 0);
+  uintptr_t m = drv.alloc(1 << 20, FakeKind::managed, 0);
+  uintptr_t p = drv.alloc(1 << 20, FakeKind::pinned_host, 0);
+  uintptr_t v = drv.alloc(1 << 20, FakeKind::vmm, 0);
+  {
+    MemoryClassifier off(drv);  // the default: no marks
+    classify(off, d + 64, 64);
+    CHECK(drv.sync_marked.empty());
+  }
+  ClassifierConfig cfg;
+  cfg.sync_memops = true;
+  MemoryClassifier c(drv, cfg);
+  for (int i = 0; i < 3; ++i) classify(c, d + 4096 * i, 64);  // one miss, then hits
+  classify(c, m, 64);
+  classify(c, p, 64);
+  classify(c, v, 64);
+  classify(c, kHost, 64);
+  REQUIRE(drv.sync_marked.size() == 1);
+  CHECK(drv.sync_marked[0] == d);  // the allocation's base, not the pointer
+  CHECK(c.counters().sync_memops_marked == 1);
+  CHECK(c.counters().sync_memops_errors == 0);
+  // freed and allocated again at the same address: a new allocation, marked again
+  drv.free(d);
+  drv.alloc(1 << 20, FakeKind::device, 0, d);
+  classify(c, d + 8, 8);
+  CHECK(drv.sync_marked.size() == 2);
+  CHECK(c.counters().sync_memops_marked == 2);
+}
+
 TEST_CASE("freed and re-allocated at the same address: the new buffer is seen", "[cuda][classifier]") {
   FakeDriver drv;
   MemoryClassifier c(drv);

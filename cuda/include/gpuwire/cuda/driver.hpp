@@ -64,6 +64,10 @@ class DriverApi {
   // Whether `ptr` is cuMemMap-ed memory, and then the mapped chunk's range.
   virtual Status vmm_range(uintptr_t ptr, bool* is_vmm, uintptr_t* base, size_t* size) = 0;
   virtual Status device_uuid(int device, uint8_t out[16]) = 0;
+  // Makes synchronous copies (cudaMemcpy) into or out of the allocation at
+  // `ptr` return only once the data has landed (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS;
+  // a cudaMemcpy from pageable memory may return earlier without it).
+  virtual Status set_sync_memops(uintptr_t ptr) = 0;
 
   // Legacy CUDA IPC. `device` is the ordinal whose context exports/maps.
   virtual Status ipc_get_handle(uintptr_t base, int device, IpcHandle* out) = 0;
@@ -94,6 +98,7 @@ class Driver final : public DriverApi {
 
   Status pointer_attributes(uintptr_t ptr, PointerAttributes* out) override;
   Status buffer_id(uintptr_t ptr, uint64_t* out) override;
+  Status set_sync_memops(uintptr_t ptr) override;
   Status vmm_range(uintptr_t ptr, bool* is_vmm, uintptr_t* base, size_t* size) override;
   Status device_uuid(int device, uint8_t out[16]) override;
   Status ipc_get_handle(uintptr_t base, int device, IpcHandle* out) override;

@@ -73,6 +73,10 @@ struct ClassifierConfig {
   uint32_t host_entries = 1024;
   // Driver-known allocations kept (LRU). 0: no device cache.
   uint32_t device_entries = 256;
+  // Marks each device allocation the first time it is seen so that a
+  // cudaMemcpy into it has landed when it returns (DriverApi::set_sync_memops):
+  // what lets a message read it without waiting for the default stream.
+  bool sync_memops = false;
 };
 
 struct ClassifierCounters {
@@ -82,6 +86,8 @@ struct ClassifierCounters {
   uint64_t stale = 0;          // device-table entries whose buffer ID had changed
   uint64_t invalidated = 0;    // host entries dropped by invalidate()
   uint64_t driver_errors = 0;  // failed driver queries
+  uint64_t sync_memops_marked = 0;  // device allocations marked (ClassifierConfig::sync_memops)
+  uint64_t sync_memops_errors = 0;  // marks the driver refused
 };
 
 class MemoryClassifier {
@@ -169,6 +175,8 @@ class MemoryClassifier {
   std::atomic<uint64_t> invalidated_{0};
   std::atomic<uint64_t> misses_{0};
   std::atomic<uint64_t> driver_errors_{0};
+  std::atomic<uint64_t> sync_memops_marked_{0};
+  std::atomic<uint64_t> sync_memops_errors_{0};
 
   mutable std::mutex mu_;  // guards everything below
   Lru lru_;                // front: most recently used
