@@ -86,6 +86,7 @@ GW_CORE_API int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem
     if (!s) return fail_status(why, why_len, "classify", s);
     out->on_gpu = info.on_gpu();
     out->gpu = info.on_gpu() ? info.device : -1;
+    out->unordered = (info.flags & cu::kUnordered) != 0;
     return 0;
 }
 

@@ -66,10 +66,19 @@ Status MemoryClassifier::classify_slow(uintptr_t ptr, size_t len, MemoryInfo& ou
     driver_errors_.fetch_add(1, std::memory_order_relaxed);
     return detail::log_status(LogLevel::error, "memory classifier", s);
   }
-  if (info.kind == MemoryKind::device && config_.sync_memops) {
-    Status ms = driver_.set_sync_memops(info.base);
-    if (!ms) sync_memops_errors_.fetch_add(1, std::memory_order_relaxed);
-    else sync_memops_marked_.fetch_add(1, std::memory_order_relaxed);
+  bool first_use = false;  // kUnordered on this answer only, not on the cached entry
+  if (config_.sync_memops && info.on_gpu()) {
+    Status ms = info.kind == MemoryKind::device && !(info.flags & kMemPool)
+                    ? driver_.set_sync_memops(info.base)
+                    : Status::error(Errc::not_supported, "SYNC_MEMOPS: not a plain device allocation");
+    if (ms) {
+      sync_memops_marked_.fetch_add(1, std::memory_order_relaxed);
+      first_use = true;
+    } else {
+      if (info.kind == MemoryKind::device && !(info.flags & kMemPool))
+        sync_memops_errors_.fetch_add(1, std::memory_order_relaxed);
+      info.flags |= kUnordered;  // every answer says so
+    }
   }
   if (info.kind == MemoryKind::host) {
     host_insert(ptr, len, epoch);
@@ -80,6 +89,7 @@ Status MemoryClassifier::classify_slow(uintptr_t ptr, size_t len, MemoryInfo& ou
     device_insert(info);
   }
   out = info;
+  if (first_use) out.flags |= kUnordered;
   return Status{};
 }
 

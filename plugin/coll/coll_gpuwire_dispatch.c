@@ -56,6 +56,7 @@ static int classify(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
             return OMPI_ERROR;
         }
         r[i].on_gpu = mem.on_gpu;
+        r[i].unordered = mem.unordered;
         r[i].gpu = mem.gpu;
         if (mem.on_gpu) *kind = GW_MEM_DEVICE;
     }
@@ -119,10 +120,12 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a)
 int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
                               size_t why_len)
 {
-    if (!mca_coll_gpuwire.device_sync) return 0;
     int synced[GW_REGION_COUNT], nsynced = 0;
     for (int i = 0; i < GW_REGION_COUNT; ++i) {
         if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
+        /* Without coll_gpuwire_device_sync: only memory a cudaMemcpy may still
+         * be writing (first seen, or not markable SYNC_MEMOPS). */
+        if (!mca_coll_gpuwire.device_sync && !r[i].unordered) continue;
         bool seen = false;
         for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
         if (seen) continue;

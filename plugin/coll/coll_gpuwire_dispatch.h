@@ -87,6 +87,7 @@ typedef struct {
     bool dense;     /* the described elements cover [lo, hi) with no gap */
     bool on_gpu;    /* set by classification */
     int gpu;        /* device ordinal when on_gpu */
+    bool unordered; /* classification: a cudaMemcpy into it may still be landing */
 } gw_coll_region_t;
 
 enum { GW_REGION_SEND, GW_REGION_RECV, GW_REGION_COUNT };

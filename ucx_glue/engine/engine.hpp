@@ -416,6 +416,7 @@ private:
     // Picks where UCX writes for this receive; false when out of memory.
     bool lands_on_device(uint32_t ctx, int32_t source);
     void order_after_user(int device);
+    void order_unordered(int device);
     bool prepare_landing(RecvOp *op);
     void release_landing(RecvOp *op);
     // Posts op into UCX (a fresh receive) or receives a pulled message.

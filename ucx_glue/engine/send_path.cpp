@@ -94,6 +94,8 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     SendArgs a{req, ep, peer, make_send_tag(ctx, my_rank, tag), buf, len, flags, -1};
     cuda::MemoryInfo mi;
     const SendPath path = decide(peer, buf, len, flags, mi, a.device);
+    if (mi.flags & cuda::kUnordered) [[unlikely]]
+        order_unordered(a.device);
     switch (path) {
     case SendPath::host: return start_host(guard, a);
     case SendPath::host_paced: return start_chunked(guard, a, -1, true, false);
@@ -312,6 +314,16 @@ void Engine::order_after_user(int device)
     if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
 }
 
+// A buffer a cudaMemcpy may still be writing (cuda::kUnordered: seen for the
+// first time, or memory SYNC_MEMOPS cannot mark): waits for the legacy
+// stream whatever pml_gpuwire_device_sync says.
+void Engine::order_unordered(int device)
+{
+    if (params_.device_sync) return; // every path waits (or runs on that stream) already
+    cuda::Status ws = cuda::wait_legacy_stream(device >= 0 ? device : 0);
+    if (!ws) log(GW_LOG_WARN, "waiting for the default stream failed: %s", ws.message().c_str());
+}
+
 Protocol Engine::choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi)
 {
     if (!dev_ || len == 0) return Protocol::host;
@@ -334,7 +346,10 @@ int Engine::device_of(const void *buf, size_t len, bool *pinned)
     if (!dev_ || len == 0 || !dev_->classify(buf, len, mi)) return -1;
     if (pinned) *pinned = mi.kind == cuda::MemoryKind::pinned_host;
     if (!mi.on_gpu()) return -1;
-    return mi.device >= 0 ? mi.device : 0;
+    const int device = mi.device >= 0 ? mi.device : 0;
+    if (mi.flags & cuda::kUnordered) [[unlikely]]
+        order_unordered(device); // a receive buffer a cudaMemcpy may still be writing
+    return device;
 }
 
 // The receive buffer's GPU (op->device), or whether host memory is pinned.

@@ -48,6 +48,8 @@ typedef struct {
 typedef struct {
     bool on_gpu; /* device, managed or VMM memory: the CPU must not touch it */
     int gpu;     /* device ordinal when on_gpu, else -1 */
+    bool unordered; /* a cudaMemcpy into it may not have landed yet: wait for the
+                       legacy default stream before using it */
 } gw_coll_mem_t;
 
 typedef struct {

@@ -49,6 +49,11 @@ const char* memory_kind_name(MemoryKind kind);
 enum MemoryFlag : uint32_t {
   kLegacyIpc = 1u << 0,  // cudaIpcGetMemHandle accepts the allocation
   kMemPool = 1u << 1,    // from a memory pool (cudaMallocAsync): no legacy IPC
+  // With ClassifierConfig::sync_memops, on GPU memory a cudaMemcpy into which
+  // may not have landed when it returned: first seen by this answer (marked
+  // only now, after the application's copies so far), or not markable (pool,
+  // managed, VMM memory). A message on it waits for the legacy stream first.
+  kUnordered = 1u << 2,
 };
 
 struct MemoryInfo {
