@@ -91,7 +91,9 @@ peak() { grep -F "$1" "$OUT/p2p_floor.txt" | awk '{print $(NF-1)}' | sort -g | t
 echo "floors (the better of two runs): 8 B D2D + sync $(floor "8 B cudaMemcpyAsync D2D (same GPU) + sync") us;" \
      "8 B copy_and_mark + spin $(floor "8 B D2D copy_and_mark (one kernel)") us;" \
      "D2D window 64 x 4 MiB: copy engine $(peak "64 x 4 MiB, cudaMemcpyAsync") GB/s, one kernel $(peak "64 x 4 MiB, one copy_and_mark") GB/s;" \
-     "pinned H2D / D2H 64 MiB $(peak "pinned H2D 64 MiB") / $(peak "pinned D2H 64 MiB") GB/s"
+     "pinned H2D / D2H 64 MiB $(peak "pinned H2D 64 MiB") / $(peak "pinned D2H 64 MiB") GB/s;" \
+     "pageable cudaMemcpy H2D / D2H 1 MiB $(peak "pageable H2D 1 MiB") / $(peak "pageable D2H 1 MiB")," \
+     "4 MiB $(peak "pageable H2D 4 MiB") / $(peak "pageable D2H 4 MiB") GB/s"
 for m in "${MODES[@]}"; do
     k=$(key "$m")
     echo
