@@ -31,10 +31,12 @@ typedef struct {
 static int gw_done_query(void *extra, MPI_Status *status)
 {
     const gw_done_t *done = extra;
+    MPI_Datatype byte = gw_mpi_byte();
+    if (!byte) return MPI_ERR_INTERN; /* reported by the look-up */
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
-    int rc = GW_PMPI(Status_set_elements_x)(status, gw_mpi_byte(), done->bytes);
-    if (rc == MPI_SUCCESS) rc = GW_PMPI(Status_set_cancelled)(status, 0);
+    int rc = GW_PMPI(Status_set_elements_x, status, byte, done->bytes);
+    if (rc == MPI_SUCCESS) rc = GW_PMPI(Status_set_cancelled, status, 0);
     return rc;
 }
 
@@ -56,20 +58,21 @@ static int gw_done_cancel(void *extra, int complete)
 static int gw_nb_finish(int rc, MPI_Request *request, gw_stage_t *st, int is_read)
 {
     MPI_Status status;
-    if (rc == MPI_SUCCESS) rc = GW_PMPI(Wait)(request, &status);
+    if (rc == MPI_SUCCESS) rc = GW_PMPI(Wait, request, &status);
     int rc2 = gw_stage_end(st, is_read && rc == MPI_SUCCESS);
     if (rc != MPI_SUCCESS) return rc;
     if (rc2 != MPI_SUCCESS) return rc2;
     gw_done_t *done = malloc(sizeof(*done));
     if (!done) return gw_error(MPI_ERR_NO_MEM, "MPI_File_i*", "no memory for the request");
-    rc = GW_PMPI(Get_elements_x)(&status, gw_mpi_byte(), &done->bytes);
+    MPI_Datatype byte = gw_mpi_byte();
+    rc = byte ? GW_PMPI(Get_elements_x, &status, byte, &done->bytes) : MPI_ERR_INTERN;
     if (rc == MPI_SUCCESS)
-        rc = GW_PMPI(Grequest_start)(gw_done_query, gw_done_free, gw_done_cancel, done, request);
+        rc = GW_PMPI(Grequest_start, gw_done_query, gw_done_free, gw_done_cancel, done, request);
     if (rc != MPI_SUCCESS) {
         free(done);
         return rc;
     }
-    return GW_PMPI(Grequest_complete)(*request);
+    return GW_PMPI(Grequest_complete, *request);
 }
 
 /* ---- split collectives: the temporary kept by file handle ---- */
@@ -130,8 +133,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op(MPI_File fh, cv void *buf, int count, MPI_Datatype type,     \
                                 MPI_Status *status)                                         \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, buf, count, type, status));                   \
-        rc = GW_PMPI(File_##op)(fh, st.host, count, type, status);                          \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op, fh, buf, count, type, status));                   \
+        rc = GW_PMPI(File_##op, fh, st.host, count, type, status);                          \
         int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
         return rc != MPI_SUCCESS ? rc : rc2;                                                \
     }
@@ -141,8 +144,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op(MPI_File fh, MPI_Offset offset, cv void *buf, int count,     \
                                 MPI_Datatype type, MPI_Status *status)                      \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, offset, buf, count, type, status));           \
-        rc = GW_PMPI(File_##op)(fh, offset, st.host, count, type, status);                  \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op, fh, offset, buf, count, type, status));           \
+        rc = GW_PMPI(File_##op, fh, offset, st.host, count, type, status);                  \
         int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
         return rc != MPI_SUCCESS ? rc : rc2;                                                \
     }
@@ -152,8 +155,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op(MPI_File fh, cv void *buf, int count, MPI_Datatype type,     \
                                 MPI_Request *request)                                       \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, buf, count, type, request));                  \
-        rc = GW_PMPI(File_##op)(fh, st.host, count, type, request);                         \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op, fh, buf, count, type, request));                  \
+        rc = GW_PMPI(File_##op, fh, st.host, count, type, request);                         \
         return gw_nb_finish(rc, request, &st, (is_read));                                   \
     }
 
@@ -162,8 +165,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op(MPI_File fh, MPI_Offset offset, cv void *buf, int count,     \
                                 MPI_Datatype type, MPI_Request *request)                    \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, offset, buf, count, type, request));          \
-        rc = GW_PMPI(File_##op)(fh, offset, st.host, count, type, request);                 \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op, fh, offset, buf, count, type, request));          \
+        rc = GW_PMPI(File_##op, fh, offset, st.host, count, type, request);                 \
         return gw_nb_finish(rc, request, &st, (is_read));                                   \
     }
 
@@ -172,8 +175,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op##_begin(MPI_File fh, cv void *buf, int count,                \
                                         MPI_Datatype type)                                  \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin)(fh, buf, count, type));                   \
-        rc = GW_PMPI(File_##op##_begin)(fh, st.host, count, type);                          \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin, fh, buf, count, type));                   \
+        rc = GW_PMPI(File_##op##_begin, fh, st.host, count, type);                          \
         if (rc == MPI_SUCCESS) rc = gw_split_keep(fh, &st);                                 \
         if (rc != MPI_SUCCESS) (void)gw_stage_end(&st, 0);                                  \
         return rc;                                                                          \
@@ -184,8 +187,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
     GW_EXPORT int MPI_File_##op##_begin(MPI_File fh, MPI_Offset offset, cv void *buf,        \
                                         int count, MPI_Datatype type)                       \
     {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin)(fh, offset, buf, count, type));           \
-        rc = GW_PMPI(File_##op##_begin)(fh, offset, st.host, count, type);                  \
+        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin, fh, offset, buf, count, type));           \
+        rc = GW_PMPI(File_##op##_begin, fh, offset, st.host, count, type);                  \
         if (rc == MPI_SUCCESS) rc = gw_split_keep(fh, &st);                                 \
         if (rc != MPI_SUCCESS) (void)gw_stage_end(&st, 0);                                  \
         return rc;                                                                          \
@@ -198,8 +201,8 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
         gw_stage_t st;                                                                      \
         int dev = gw_is_device(buf);                                                        \
         if (dev <= 0 || !gw_split_take(fh, &st))                                            \
-            return GW_PMPI(File_##op##_end)(fh, buf, status);                               \
-        int rc = GW_PMPI(File_##op##_end)(fh, st.host, status);                             \
+            return GW_PMPI(File_##op##_end, fh, buf, status);                               \
+        int rc = GW_PMPI(File_##op##_end, fh, st.host, status);                             \
         int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
         return rc != MPI_SUCCESS ? rc : rc2;                                                \
     }

@@ -12,7 +12,7 @@ GW_EXPORT int MPI_Pack(const void *inbuf, int incount, MPI_Datatype type, void *
     int in_dev = gw_is_device(inbuf), out_dev = gw_is_device(outbuf);
     if (in_dev < 0 || out_dev < 0) return MPI_ERR_BUFFER;
     if (!in_dev && !out_dev)
-        return GW_PMPI(Pack)(inbuf, incount, type, outbuf, outsize, position, comm);
+        return GW_PMPI(Pack, inbuf, incount, type, outbuf, outsize, position, comm);
 
     gw_stage_t in;
     int rc = gw_stage_begin(&in, inbuf, in_dev, incount, type, 1);
@@ -27,7 +27,7 @@ GW_EXPORT int MPI_Pack(const void *inbuf, int incount, MPI_Datatype type, void *
         }
         out = temp - start; /* same offsets as outbuf */
     }
-    rc = GW_PMPI(Pack)(in.host, incount, type, out, outsize, position, comm);
+    rc = GW_PMPI(Pack, in.host, incount, type, out, outsize, position, comm);
     if (rc == MPI_SUCCESS && temp && *position > start &&
         gw_dev_copy((char *)outbuf + start, temp, (size_t)(*position - start)) != 0)
         rc = MPI_ERR_OTHER;
@@ -42,7 +42,7 @@ GW_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *out
     int in_dev = gw_is_device(inbuf), out_dev = gw_is_device(outbuf);
     if (in_dev < 0 || out_dev < 0) return MPI_ERR_BUFFER;
     if (!in_dev && !out_dev)
-        return GW_PMPI(Unpack)(inbuf, insize, position, outbuf, outcount, type, comm);
+        return GW_PMPI(Unpack, inbuf, insize, position, outbuf, outcount, type, comm);
 
     int start = *position;
     const char *in = inbuf;
@@ -59,7 +59,7 @@ GW_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *out
     gw_stage_t out;
     int rc = gw_stage_begin(&out, outbuf, out_dev, outcount, type, 1);
     if (rc == MPI_SUCCESS) {
-        rc = GW_PMPI(Unpack)(in, insize, position, out.host, outcount, type, comm);
+        rc = GW_PMPI(Unpack, in, insize, position, out.host, outcount, type, comm);
         int rc2 = gw_stage_end(&out, rc == MPI_SUCCESS);
         if (rc == MPI_SUCCESS) rc = rc2;
     }
@@ -74,7 +74,7 @@ GW_EXPORT int MPI_Pack_external(const char datarep[], const void *inbuf, int inc
     int in_dev = gw_is_device(inbuf), out_dev = gw_is_device(outbuf);
     if (in_dev < 0 || out_dev < 0) return MPI_ERR_BUFFER;
     if (!in_dev && !out_dev)
-        return GW_PMPI(Pack_external)(datarep, inbuf, incount, type, outbuf, outsize, position);
+        return GW_PMPI(Pack_external, datarep, inbuf, incount, type, outbuf, outsize, position);
 
     gw_stage_t in;
     int rc = gw_stage_begin(&in, inbuf, in_dev, incount, type, 1);
@@ -89,7 +89,7 @@ GW_EXPORT int MPI_Pack_external(const char datarep[], const void *inbuf, int inc
         }
         out = temp - start;
     }
-    rc = GW_PMPI(Pack_external)(datarep, in.host, incount, type, out, outsize, position);
+    rc = GW_PMPI(Pack_external, datarep, in.host, incount, type, out, outsize, position);
     if (rc == MPI_SUCCESS && temp && *position > start &&
         gw_dev_copy((char *)outbuf + start, temp, (size_t)(*position - start)) != 0)
         rc = MPI_ERR_OTHER;
@@ -105,7 +105,7 @@ GW_EXPORT int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_A
     int in_dev = gw_is_device(inbuf), out_dev = gw_is_device(outbuf);
     if (in_dev < 0 || out_dev < 0) return MPI_ERR_BUFFER;
     if (!in_dev && !out_dev)
-        return GW_PMPI(Unpack_external)(datarep, inbuf, insize, position, outbuf, outcount, type);
+        return GW_PMPI(Unpack_external, datarep, inbuf, insize, position, outbuf, outcount, type);
 
     MPI_Aint start = *position;
     const char *in = inbuf;
@@ -123,7 +123,7 @@ GW_EXPORT int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_A
     gw_stage_t out;
     int rc = gw_stage_begin(&out, outbuf, out_dev, outcount, type, 1);
     if (rc == MPI_SUCCESS) {
-        rc = GW_PMPI(Unpack_external)(datarep, in, insize, position, out.host, outcount, type);
+        rc = GW_PMPI(Unpack_external, datarep, in, insize, position, out.host, outcount, type);
         int rc2 = gw_stage_end(&out, rc == MPI_SUCCESS);
         if (rc == MPI_SUCCESS) rc = rc2;
     }
