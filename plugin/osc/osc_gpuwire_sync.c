@@ -105,16 +105,7 @@ int gw_osc_fence(int assert, ompi_win_t *win)
     int rc = m->comm->c_coll->coll_alltoall(sent, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T,
                                             m->comm, m->comm->c_coll->coll_alltoall_module);
     if (rc == OMPI_SUCCESS) {
-        for (int o = 0; o < m->size; o++) {
-            for (;;) {
-                opal_mutex_lock(&m->lock);
-                gw_osc_poll(m);
-                bool done = m->applied[o] >= expect[o];
-                opal_mutex_unlock(&m->lock);
-                if (done) break;
-                opal_progress();
-            }
-        }
+        for (int o = 0; o < m->size; o++) gw_osc_wait_reached(m, &m->applied[o], expect[o]);
         gw_osc_wait_pending(m);
         rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
     }
@@ -336,7 +327,7 @@ int gw_osc_flush(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
     if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
-    gw_osc_wait_acked(m, target, flush_send(m, target));
+    gw_osc_wait_reached(m, &m->acked[target], flush_send(m, target));
     gw_osc_wait_pending(m);
     return OMPI_SUCCESS;
 }
@@ -350,7 +341,7 @@ int gw_osc_flush_all(ompi_win_t *win)
         if (m->locked[t] || m->lock_all) want[t] = flush_send(m, t);
     }
     for (int t = 0; t < m->size; t++) {
-        if (want[t]) gw_osc_wait_acked(m, t, want[t]);
+        if (want[t]) gw_osc_wait_reached(m, &m->acked[t], want[t]);
     }
     free(want);
     gw_osc_wait_pending(m);
