@@ -71,32 +71,32 @@ GW_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI
     return rc;
 }
 
-GW_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
-                        MPI_Comm comm)
+/* MPI_Bsend, or MPI_Ibsend when nonblocking: both copy into the attached
+ * buffer before they return, so a device buffer's temporary ends here. */
+static int gw_bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                    MPI_Comm comm, int nonblocking, MPI_Request *request)
 {
     int dev = gw_is_device(buf);
     if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Bsend, buf, count, type, dest, tag, comm);
-    gw_stage_t st;
-    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
+    gw_stage_t st; /* a host buffer is given as it is (st.host == buf) */
+    int rc = gw_stage_begin(&st, buf, dev, count, type, 1);
     if (rc != MPI_SUCCESS) return rc;
-    rc = GW_PMPI(Bsend, st.host, count, type, dest, tag, comm);
+    rc = nonblocking ? GW_PMPI(Ibsend, st.host, count, type, dest, tag, comm, request)
+                     : GW_PMPI(Bsend, st.host, count, type, dest, tag, comm);
     (void)gw_stage_end(&st, 0);
     return rc;
+}
+
+GW_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                        MPI_Comm comm)
+{
+    return gw_bsend(buf, count, type, dest, tag, comm, 0, NULL);
 }
 
 GW_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                          MPI_Comm comm, MPI_Request *request)
 {
-    int dev = gw_is_device(buf);
-    if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Ibsend, buf, count, type, dest, tag, comm, request);
-    gw_stage_t st;
-    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = GW_PMPI(Ibsend, st.host, count, type, dest, tag, comm, request);
-    (void)gw_stage_end(&st, 0);
-    return rc;
+    return gw_bsend(buf, count, type, dest, tag, comm, 1, request);
 }
 
 GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag,
