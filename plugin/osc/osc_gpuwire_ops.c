@@ -342,12 +342,11 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body)
                 (unsigned long long)h->count);
 }
 
+/* Each blocking form is its R form without a request. */
 int gw_osc_put(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
                ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_PUT, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
-    return issue(win, &c);
+    return gw_osc_rput(oaddr, ocount, odt, target, tdisp, tcount, tdt, win, NULL);
 }
 
 int gw_osc_rput(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
@@ -363,9 +362,7 @@ int gw_osc_rput(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
 int gw_osc_get(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
                int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GET, .raddr = oaddr, .rcount = ocount, .rdt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
-    return issue(win, &c);
+    return gw_osc_rget(oaddr, ocount, odt, target, tdisp, tcount, tdt, win, NULL);
 }
 
 int gw_osc_rget(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
@@ -381,10 +378,7 @@ int gw_osc_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int t
                       ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op,
                       ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_ACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
-                       .op = op};
-    return issue(win, &c);
+    return gw_osc_raccumulate(oaddr, ocount, odt, target, tdisp, tcount, tdt, op, win, NULL);
 }
 
 int gw_osc_raccumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
@@ -401,10 +395,8 @@ int gw_osc_get_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, v
                           int rcount, ompi_datatype_t *rdt, int target, ptrdiff_t tdisp,
                           int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .raddr = raddr, .rcount = rcount, .rdt = rdt, .target = target,
-                       .tdisp = tdisp, .tcount = tcount, .tdt = tdt, .op = op};
-    return issue(win, &c);
+    return gw_osc_rget_accumulate(oaddr, ocount, odt, raddr, rcount, rdt, target, tdisp, tcount,
+                                  tdt, op, win, NULL);
 }
 
 int gw_osc_rget_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, void *raddr,
@@ -422,10 +414,8 @@ int gw_osc_rget_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, 
 int gw_osc_fetch_and_op(const void *oaddr, void *raddr, ompi_datatype_t *dt, int target,
                         ptrdiff_t tdisp, struct ompi_op_t *op, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = 1, .odt = dt,
-                       .raddr = raddr, .rcount = 1, .rdt = dt, .target = target,
-                       .tdisp = tdisp, .tcount = 1, .tdt = dt, .op = op};
-    return issue(win, &c);
+    return gw_osc_rget_accumulate(oaddr, 1, dt, raddr, 1, dt, target, tdisp, 1, dt, op, win,
+                                  NULL);
 }
 
 int gw_osc_compare_and_swap(const void *oaddr, const void *compare, void *raddr,
