@@ -194,8 +194,9 @@ int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void 
 int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count);
 /* Polls (and progresses) until *flag becomes nonzero. */
 void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
-/* Polls until target has acknowledged applying every operation sent to it. */
-void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want);
+/* Polls until *value (a counter of m's, updated under m->lock, such as
+ * acked[target] or applied[origin]) reaches want. */
+void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t want);
 void gw_osc_wait_pending(gw_osc_module_t *m);
 void gw_osc_wait_sends(gw_osc_module_t *m);
 void gw_osc_grant_waiters(gw_osc_module_t *m);

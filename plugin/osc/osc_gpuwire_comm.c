@@ -178,52 +178,71 @@ int gw_osc_progress(void)
     return work;
 }
 
-/* Waits until counter[] reaches at_least (caller does not hold m->lock). */
-void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least)
-{
-    while (*counter < at_least) {
-        opal_mutex_lock(&m->lock);
-        gw_osc_poll(m);
-        opal_mutex_unlock(&m->lock);
-        if (*counter >= at_least) break;
-        opal_progress();
-    }
-}
-
-void gw_osc_wait_acked(gw_osc_module_t *m, int target, uint64_t want)
+/* Polls and progresses until done(m, arg), asked under m->lock after each
+ * poll, holds: the one waiting loop of the waits below. */
+static void poll_until(gw_osc_module_t *m, bool (*done)(gw_osc_module_t *, const void *),
+                       const void *arg)
 {
     for (;;) {
         opal_mutex_lock(&m->lock);
         gw_osc_poll(m);
-        bool done = m->acked[target] >= want;
+        bool reached = done(m, arg);
         opal_mutex_unlock(&m->lock);
-        if (done) return;
+        if (reached) return;
         opal_progress();
     }
+}
+
+/* What a wait waits for: *value (or *flag) reaching want. */
+typedef struct {
+    const uint64_t *value;
+    volatile int *flag;
+    uint64_t want;
+} gw_osc_reach_t;
+
+static bool value_reached(gw_osc_module_t *m, const void *arg)
+{
+    (void)m;
+    const gw_osc_reach_t *r = arg;
+    return *r->value >= r->want;
+}
+
+static bool list_emptied(gw_osc_module_t *m, const void *list)
+{
+    (void)m;
+    return opal_list_is_empty((opal_list_t *)list);
+}
+
+static bool flag_reached(gw_osc_module_t *m, const void *arg)
+{
+    (void)m;
+    const gw_osc_reach_t *r = arg;
+    return *r->flag >= (int)r->want;
+}
+
+/* Waits until *counter reaches at_least (caller does not hold m->lock);
+ * returns at once, without polling, when it has already. */
+void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least)
+{
+    if (*counter >= at_least) return;
+    const gw_osc_reach_t r = {.flag = counter, .want = (uint64_t)at_least};
+    poll_until(m, flag_reached, &r);
+}
+
+void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t want)
+{
+    const gw_osc_reach_t r = {.value = value, .want = want};
+    poll_until(m, value_reached, &r);
 }
 
 /* Every reply this process awaits has arrived. */
 void gw_osc_wait_pending(gw_osc_module_t *m)
 {
-    for (;;) {
-        opal_mutex_lock(&m->lock);
-        gw_osc_poll(m);
-        bool empty = opal_list_is_empty(&m->pending);
-        opal_mutex_unlock(&m->lock);
-        if (empty) return;
-        opal_progress();
-    }
+    poll_until(m, list_emptied, &m->pending);
 }
 
 /* Every message this process sent has left (before the window goes). */
 void gw_osc_wait_sends(gw_osc_module_t *m)
 {
-    for (;;) {
-        opal_mutex_lock(&m->lock);
-        gw_osc_poll(m);
-        bool empty = opal_list_is_empty(&m->outgoing);
-        opal_mutex_unlock(&m->lock);
-        if (empty) return;
-        opal_progress();
-    }
+    poll_until(m, list_emptied, &m->outgoing);
 }

@@ -97,34 +97,53 @@ static MPI_Datatype element_type(MPI_Datatype dt)
     return result;
 }
 
+/* Where count x dt at addr lies: from its first byte (addr + true lower
+ * bound) over span bytes, on GPU gpu (-1: host memory); contig when those
+ * bytes are all data, so that they can be copied as they are. */
+typedef struct {
+    MPI_Aint tlb;
+    char *first;
+    size_t span;
+    bool contig;
+    int gpu;
+} gw_osc_layout_t;
+
+static void layout_of(const void *addr, int count, ompi_datatype_t *dt, gw_osc_layout_t *l)
+{
+    MPI_Aint lb, extent, textent;
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    PMPI_Type_get_true_extent(dt, &l->tlb, &textent);
+    l->first = (char *)addr + l->tlb;
+    l->span = (size_t)(count - 1) * extent + textent;
+    l->contig = (size_t)textent == dt->super.size &&
+                ((size_t)extent == dt->super.size || count == 1);
+    l->gpu = gw_osc_dev_where(l->first, l->span);
+}
+
 /* Host bytes of count x dt at addr, packed. *tmp is set when memory was
  * allocated (free it); device buffers are staged over their whole span. */
 static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t bytes,
                        const void **packed, void **tmp)
 {
-    MPI_Aint lb, extent, tlb, textent;
     *tmp = NULL;
     *packed = NULL;
     if (bytes == 0) return OMPI_SUCCESS;
-    PMPI_Type_get_extent(dt, &lb, &extent);
-    PMPI_Type_get_true_extent(dt, &tlb, &textent);
-    size_t span = (size_t)(count - 1) * extent + textent;
-    bool contig = (size_t)textent == dt->super.size && ((size_t)extent == dt->super.size || count == 1);
-    const char *src = (const char *)addr + tlb;
-    int gpu = gw_osc_dev_where(src, span);
-    if (gpu < 0 && contig) {
+    gw_osc_layout_t l;
+    layout_of(addr, count, dt, &l);
+    const char *src = l.first;
+    if (l.gpu < 0 && l.contig) {
         *packed = src;
         return OMPI_SUCCESS;
     }
     char *staged = NULL;
-    if (gpu >= 0) {
-        staged = malloc(span);
+    if (l.gpu >= 0) {
+        staged = malloc(l.span);
         if (staged == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
-        if (gw_osc_dev_copy(staged, src, span, gpu) != 0) {
+        if (gw_osc_dev_copy(staged, src, l.span, l.gpu) != 0) {
             free(staged);
             return OMPI_ERROR;
         }
-        if (contig) {
+        if (l.contig) {
             *packed = *tmp = staged;
             return OMPI_SUCCESS;
         }
@@ -133,7 +152,7 @@ static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t 
     char *out = malloc(bytes);
     int pos = 0;
     if (out == NULL ||
-        PMPI_Pack(src - tlb, count, dt, out, (int)bytes, &pos, MPI_COMM_SELF) != MPI_SUCCESS) {
+        PMPI_Pack(src - l.tlb, count, dt, out, (int)bytes, &pos, MPI_COMM_SELF) != MPI_SUCCESS) {
         free(out);
         free(staged);
         return OMPI_ERROR;
@@ -147,35 +166,32 @@ static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t 
 static int unpack_result(const char *bytes_in, size_t bytes, void *addr, int count,
                          ompi_datatype_t *dt)
 {
-    MPI_Aint lb, extent, tlb, textent;
     if (bytes == 0) return OMPI_SUCCESS;
-    PMPI_Type_get_extent(dt, &lb, &extent);
-    PMPI_Type_get_true_extent(dt, &tlb, &textent);
-    size_t span = (size_t)(count - 1) * extent + textent;
-    bool contig = (size_t)textent == dt->super.size && ((size_t)extent == dt->super.size || count == 1);
-    char *dst = (char *)addr + tlb;
-    int gpu = gw_osc_dev_where(dst, span);
-    if (contig) {
-        if (gpu < 0) {
-            memcpy(dst, bytes_in, bytes < span ? bytes : span);
+    gw_osc_layout_t l;
+    layout_of(addr, count, dt, &l);
+    char *dst = l.first;
+    if (l.contig) {
+        size_t len = bytes < l.span ? bytes : l.span;
+        if (l.gpu < 0) {
+            memcpy(dst, bytes_in, len);
             return OMPI_SUCCESS;
         }
-        return gw_osc_dev_copy(dst, bytes_in, bytes < span ? bytes : span, gpu) == 0
-                   ? OMPI_SUCCESS : OMPI_ERROR;
+        return gw_osc_dev_copy(dst, bytes_in, len, l.gpu) == 0 ? OMPI_SUCCESS : OMPI_ERROR;
     }
     char *host = dst;
-    if (gpu >= 0) {
+    if (l.gpu >= 0) {
         /* Keep the gaps: bring the span over, unpack into it, send it back. */
-        host = malloc(span);
-        if (host == NULL || gw_osc_dev_copy(host, dst, span, gpu) != 0) {
+        host = malloc(l.span);
+        if (host == NULL || gw_osc_dev_copy(host, dst, l.span, l.gpu) != 0) {
             free(host);
             return OMPI_ERROR;
         }
     }
     int pos = 0;
-    int rc = PMPI_Unpack(bytes_in, (int)bytes, &pos, host - tlb, count, dt, MPI_COMM_SELF);
-    if (gpu >= 0) {
-        if (rc == MPI_SUCCESS && gw_osc_dev_copy(dst, host, span, gpu) != 0) rc = MPI_ERR_OTHER;
+    int rc = PMPI_Unpack(bytes_in, (int)bytes, &pos, host - l.tlb, count, dt, MPI_COMM_SELF);
+    if (l.gpu >= 0) {
+        if (rc == MPI_SUCCESS && gw_osc_dev_copy(dst, host, l.span, l.gpu) != 0)
+            rc = MPI_ERR_OTHER;
         free(host);
     }
     return rc == MPI_SUCCESS ? OMPI_SUCCESS : OMPI_ERROR;
@@ -326,12 +342,11 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body)
                 (unsigned long long)h->count);
 }
 
+/* Each blocking form is its R form without a request. */
 int gw_osc_put(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
                ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_PUT, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
-    return issue(win, &c);
+    return gw_osc_rput(oaddr, ocount, odt, target, tdisp, tcount, tdt, win, NULL);
 }
 
 int gw_osc_rput(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
@@ -347,9 +362,7 @@ int gw_osc_rput(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
 int gw_osc_get(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
                int tcount, ompi_datatype_t *tdt, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GET, .raddr = oaddr, .rcount = ocount, .rdt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt};
-    return issue(win, &c);
+    return gw_osc_rget(oaddr, ocount, odt, target, tdisp, tcount, tdt, win, NULL);
 }
 
 int gw_osc_rget(void *oaddr, int ocount, ompi_datatype_t *odt, int target, ptrdiff_t tdisp,
@@ -365,10 +378,7 @@ int gw_osc_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int t
                       ptrdiff_t tdisp, int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op,
                       ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_ACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .target = target, .tdisp = tdisp, .tcount = tcount, .tdt = tdt,
-                       .op = op};
-    return issue(win, &c);
+    return gw_osc_raccumulate(oaddr, ocount, odt, target, tdisp, tcount, tdt, op, win, NULL);
 }
 
 int gw_osc_raccumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, int target,
@@ -385,10 +395,8 @@ int gw_osc_get_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, v
                           int rcount, ompi_datatype_t *rdt, int target, ptrdiff_t tdisp,
                           int tcount, ompi_datatype_t *tdt, struct ompi_op_t *op, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = ocount, .odt = odt,
-                       .raddr = raddr, .rcount = rcount, .rdt = rdt, .target = target,
-                       .tdisp = tdisp, .tcount = tcount, .tdt = tdt, .op = op};
-    return issue(win, &c);
+    return gw_osc_rget_accumulate(oaddr, ocount, odt, raddr, rcount, rdt, target, tdisp, tcount,
+                                  tdt, op, win, NULL);
 }
 
 int gw_osc_rget_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, void *raddr,
@@ -406,10 +414,8 @@ int gw_osc_rget_accumulate(const void *oaddr, int ocount, ompi_datatype_t *odt, 
 int gw_osc_fetch_and_op(const void *oaddr, void *raddr, ompi_datatype_t *dt, int target,
                         ptrdiff_t tdisp, struct ompi_op_t *op, ompi_win_t *win)
 {
-    gw_osc_call_t c = {.kind = GW_OSC_GACC, .oaddr = oaddr, .ocount = 1, .odt = dt,
-                       .raddr = raddr, .rcount = 1, .rdt = dt, .target = target,
-                       .tdisp = tdisp, .tcount = 1, .tdt = dt, .op = op};
-    return issue(win, &c);
+    return gw_osc_rget_accumulate(oaddr, 1, dt, raddr, 1, dt, target, tdisp, 1, dt, op, win,
+                                  NULL);
 }
 
 int gw_osc_compare_and_swap(const void *oaddr, const void *compare, void *raddr,

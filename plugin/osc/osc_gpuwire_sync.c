@@ -105,16 +105,7 @@ int gw_osc_fence(int assert, ompi_win_t *win)
     int rc = m->comm->c_coll->coll_alltoall(sent, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T,
                                             m->comm, m->comm->c_coll->coll_alltoall_module);
     if (rc == OMPI_SUCCESS) {
-        for (int o = 0; o < m->size; o++) {
-            for (;;) {
-                opal_mutex_lock(&m->lock);
-                gw_osc_poll(m);
-                bool done = m->applied[o] >= expect[o];
-                opal_mutex_unlock(&m->lock);
-                if (done) break;
-                opal_progress();
-            }
-        }
+        for (int o = 0; o < m->size; o++) gw_osc_wait_reached(m, &m->applied[o], expect[o]);
         gw_osc_wait_pending(m);
         rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
     }
@@ -125,9 +116,12 @@ int gw_osc_fence(int assert, ompi_win_t *win)
 
 /* ---- post / start / complete / wait ------------------------------------ */
 
-/* The ranks of group in the window's communicator. */
-static int group_ranks(ompi_win_t *win, ompi_group_t *group, int **out, int *n)
+/* Opens a post or start epoch: the ranks of group in the window's
+ * communicator into *out (malloc'd) and *n. OMPI_ERR_RMA_SYNC when the epoch
+ * is open already (*out set). */
+static int epoch_open(ompi_win_t *win, ompi_group_t *group, int **out, int *n)
 {
+    if (*out != NULL) return OMPI_ERR_RMA_SYNC;
     int size = ompi_group_size(group);
     int *in = malloc((size + 1) * sizeof(int));
     int *ranks = malloc((size + 1) * sizeof(int));
@@ -148,12 +142,19 @@ static int group_ranks(ompi_win_t *win, ompi_group_t *group, int **out, int *n)
     return OMPI_SUCCESS;
 }
 
+/* Closes the epoch epoch_open opened. */
+static void epoch_close(int **ranks, int *n)
+{
+    free(*ranks);
+    *ranks = NULL;
+    *n = 0;
+}
+
 int gw_osc_post(ompi_group_t *group, int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
-    if (m->post_ranks != NULL) return OMPI_ERR_RMA_SYNC;
-    int rc = group_ranks(win, group, &m->post_ranks, &m->npost);
+    int rc = epoch_open(win, group, &m->post_ranks, &m->npost);
     if (rc != OMPI_SUCCESS) return rc;
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->npost; i++) {
@@ -168,8 +169,7 @@ int gw_osc_start(ompi_group_t *group, int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
-    if (m->start_ranks != NULL) return OMPI_ERR_RMA_SYNC;
-    int rc = group_ranks(win, group, &m->start_ranks, &m->nstart);
+    int rc = epoch_open(win, group, &m->start_ranks, &m->nstart);
     if (rc != OMPI_SUCCESS) return rc;
     for (int i = 0; i < m->nstart; i++) wait_one(m, m->posts, m->start_ranks[i]);
     return OMPI_SUCCESS;
@@ -186,9 +186,7 @@ int gw_osc_complete(ompi_win_t *win)
     }
     opal_mutex_unlock(&m->lock);
     gw_osc_wait_pending(m);
-    free(m->start_ranks);
-    m->start_ranks = NULL;
-    m->nstart = 0;
+    epoch_close(&m->start_ranks, &m->nstart);
     return OMPI_SUCCESS;
 }
 
@@ -212,9 +210,7 @@ int gw_osc_test(ompi_win_t *win, int *flag)
     *flag = exposure_done(m);
     opal_mutex_unlock(&m->lock);
     if (*flag) {
-        free(m->post_ranks);
-        m->post_ranks = NULL;
-        m->npost = 0;
+        epoch_close(&m->post_ranks, &m->npost);
     } else {
         opal_progress();
     }
@@ -331,7 +327,7 @@ int gw_osc_flush(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
     if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
-    gw_osc_wait_acked(m, target, flush_send(m, target));
+    gw_osc_wait_reached(m, &m->acked[target], flush_send(m, target));
     gw_osc_wait_pending(m);
     return OMPI_SUCCESS;
 }
@@ -345,7 +341,7 @@ int gw_osc_flush_all(ompi_win_t *win)
         if (m->locked[t] || m->lock_all) want[t] = flush_send(m, t);
     }
     for (int t = 0; t < m->size; t++) {
-        if (want[t]) gw_osc_wait_acked(m, t, want[t]);
+        if (want[t]) gw_osc_wait_reached(m, &m->acked[t], want[t]);
     }
     free(want);
     gw_osc_wait_pending(m);

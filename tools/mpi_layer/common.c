@@ -3,27 +3,32 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gw_mpi.h"
 
-void *gw_pmpi_lookup(const char *name)
+void *gw_mpi_symbol(const char *name)
 {
     void *sym = NULL;
+    /* libmpi is asked by name first: an application that dlopen-ed it locally
+     * (a Python extension module, for one) keeps it out of the global scope. */
     void *lib = dlopen("libmpi.so.40", RTLD_LAZY | RTLD_NOLOAD);
     if (lib) {
         sym = dlsym(lib, name);
         dlclose(lib); /* the application's own reference keeps it loaded */
     }
     if (!sym) sym = dlsym(RTLD_DEFAULT, name);
-    if (!sym) {
+    return sym;
+}
+
+void *gw_pmpi_lookup(const char *name)
+{
+    void *sym = gw_mpi_symbol(name);
+    if (!sym)
         fprintf(stderr,
-                "libgpuwire_mpi: %s not found: preload libgpuwire_mpi.so only into programs "
-                "that use Open MPI 4.x (libmpi.so.40)\n",
+                "libgpuwire_mpi: %s not found in this process: preload libgpuwire_mpi.so only "
+                "into programs that use Open MPI 4.x (libmpi.so.40)\n",
                 name);
-        abort();
-    }
     return sym;
 }
 
@@ -59,8 +64,8 @@ int gw_stage_begin(gw_stage_t *st, const void *buf, int is_device, MPI_Count cou
     if (!is_device || count <= 0) return MPI_SUCCESS;
 
     MPI_Count true_lb = 0, true_extent = 0, lb = 0, extent = 0;
-    int rc = GW_PMPI(Type_get_true_extent_x)(type, &true_lb, &true_extent);
-    if (rc == MPI_SUCCESS) rc = GW_PMPI(Type_get_extent_x)(type, &lb, &extent);
+    int rc = GW_PMPI(Type_get_true_extent_x, type, &true_lb, &true_extent);
+    if (rc == MPI_SUCCESS) rc = GW_PMPI(Type_get_extent_x, type, &lb, &extent);
     if (rc != MPI_SUCCESS) return rc;
     /* Elements repeat every extent bytes (negative extents run backwards). */
     MPI_Count step = (count - 1) * extent;

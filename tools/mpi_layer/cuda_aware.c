@@ -32,32 +32,17 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <mpi.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#define GW_EXPORT __attribute__((visibility("default")))
+#include "gw_mpi.h"
 
 GW_EXPORT int MPIX_Query_cuda_support(void);
 
 /* -1: not yet known (only answers given while MPI is initialized are kept) */
 static atomic_int gw_cached = -1;
-
-/* A function or variable of the Open MPI library loaded in this process.
- * libmpi is asked by name first: an application that dlopen-ed it locally
- * (a Python extension module, for one) keeps it out of the global scope. */
-static void *gw_mpi_symbol(const char *name)
-{
-    void *lib = dlopen("libmpi.so.40", RTLD_LAZY | RTLD_NOLOAD);
-    if (lib) {
-        void *sym = dlsym(lib, name);
-        dlclose(lib); /* the application's own reference keeps it loaded */
-        return sym;
-    }
-    return dlsym(RTLD_DEFAULT, name);
-}
 
 /* Open MPI's own answer, 0 when there is none. */
 static int gw_ompi_answer(void)

@@ -31,10 +31,12 @@ typedef struct {
 static int gw_done_query(void *extra, MPI_Status *status)
 {
     const gw_done_t *done = extra;
+    MPI_Datatype byte = gw_mpi_byte();
+    if (!byte) return MPI_ERR_INTERN; /* reported by the look-up */
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
-    int rc = GW_PMPI(Status_set_elements_x)(status, gw_mpi_byte(), done->bytes);
-    if (rc == MPI_SUCCESS) rc = GW_PMPI(Status_set_cancelled)(status, 0);
+    int rc = GW_PMPI(Status_set_elements_x, status, byte, done->bytes);
+    if (rc == MPI_SUCCESS) rc = GW_PMPI(Status_set_cancelled, status, 0);
     return rc;
 }
 
@@ -56,20 +58,21 @@ static int gw_done_cancel(void *extra, int complete)
 static int gw_nb_finish(int rc, MPI_Request *request, gw_stage_t *st, int is_read)
 {
     MPI_Status status;
-    if (rc == MPI_SUCCESS) rc = GW_PMPI(Wait)(request, &status);
+    if (rc == MPI_SUCCESS) rc = GW_PMPI(Wait, request, &status);
     int rc2 = gw_stage_end(st, is_read && rc == MPI_SUCCESS);
     if (rc != MPI_SUCCESS) return rc;
     if (rc2 != MPI_SUCCESS) return rc2;
     gw_done_t *done = malloc(sizeof(*done));
     if (!done) return gw_error(MPI_ERR_NO_MEM, "MPI_File_i*", "no memory for the request");
-    rc = GW_PMPI(Get_elements_x)(&status, gw_mpi_byte(), &done->bytes);
+    MPI_Datatype byte = gw_mpi_byte();
+    rc = byte ? GW_PMPI(Get_elements_x, &status, byte, &done->bytes) : MPI_ERR_INTERN;
     if (rc == MPI_SUCCESS)
-        rc = GW_PMPI(Grequest_start)(gw_done_query, gw_done_free, gw_done_cancel, done, request);
+        rc = GW_PMPI(Grequest_start, gw_done_query, gw_done_free, gw_done_cancel, done, request);
     if (rc != MPI_SUCCESS) {
         free(done);
         return rc;
     }
-    return GW_PMPI(Grequest_complete)(*request);
+    return GW_PMPI(Grequest_complete, *request);
 }
 
 /* ---- split collectives: the temporary kept by file handle ---- */
@@ -117,91 +120,90 @@ static int gw_split_take(MPI_File fh, gw_stage_t *out)
 
 /* ---- the wrappers ---- */
 
-#define GW_DEV_OR_PASS(call_host)                       \
-    int dev = gw_is_device(buf);                        \
-    if (dev < 0) return MPI_ERR_BUFFER;                 \
-    if (!dev) return call_host;                         \
-    gw_stage_t st;                                      \
-    int rc = gw_stage_begin(&st, buf, 1, count, type, 1); \
-    if (rc != MPI_SUCCESS) return rc
+/* After a blocking PMPI call on st's temporary (rc): a read's data copied back,
+ * the temporary freed. */
+static int gw_blocking_finish(int rc, gw_stage_t *st, int is_read)
+{
+    int rc2 = gw_stage_end(st, is_read && rc == MPI_SUCCESS);
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+/* After a _begin PMPI call on st's temporary (rc): the temporary kept for
+ * _end, or freed when the call failed. */
+static int gw_begin_finish(int rc, MPI_File fh, gw_stage_t *st)
+{
+    if (rc == MPI_SUCCESS) rc = gw_split_keep(fh, st);
+    if (rc != MPI_SUCCESS) (void)gw_stage_end(st, 0);
+    return rc;
+}
+
+#define GW_UNPAREN(...) __VA_ARGS__
+
+/* MPI_File_<op> with the parameter list params, which names buf, count and
+ * type: a host buffer goes straight to PMPI_File_<op>(args); a device one is
+ * staged, and the same args, buf now the temporary, given to it; finish (an
+ * expression over rc and st) ends the call. Every wrapper below is this one
+ * sequence; they differ in their parameters and in what ends them. */
+#define GW_STAGED(op, params, args, finish)                                  \
+    GW_EXPORT int MPI_File_##op params                                       \
+    {                                                                        \
+        int dev = gw_is_device(buf);                                         \
+        if (dev < 0) return MPI_ERR_BUFFER;                                  \
+        if (!dev) return GW_PMPI(File_##op, GW_UNPAREN args);                \
+        gw_stage_t st;                                                       \
+        int rc = gw_stage_begin(&st, buf, 1, count, type, 1);                \
+        if (rc != MPI_SUCCESS) return rc;                                    \
+        buf = st.host;                                                       \
+        rc = GW_PMPI(File_##op, GW_UNPAREN args);                            \
+        return finish;                                                       \
+    }
 
 /* MPI_File_<op>(fh, buf, count, type, status) */
-#define GW_BLOCKING(op, cv, is_read)                                                        \
-    GW_EXPORT int MPI_File_##op(MPI_File fh, cv void *buf, int count, MPI_Datatype type,     \
-                                MPI_Status *status)                                         \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, buf, count, type, status));                   \
-        rc = GW_PMPI(File_##op)(fh, st.host, count, type, status);                          \
-        int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
-        return rc != MPI_SUCCESS ? rc : rc2;                                                \
-    }
+#define GW_BLOCKING(op, cv, is_read)                                                     \
+    GW_STAGED(op, (MPI_File fh, cv void *buf, int count, MPI_Datatype type, MPI_Status *status), \
+              (fh, buf, count, type, status), gw_blocking_finish(rc, &st, is_read))
 
 /* MPI_File_<op>(fh, offset, buf, count, type, status) */
-#define GW_BLOCKING_AT(op, cv, is_read)                                                     \
-    GW_EXPORT int MPI_File_##op(MPI_File fh, MPI_Offset offset, cv void *buf, int count,     \
-                                MPI_Datatype type, MPI_Status *status)                      \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, offset, buf, count, type, status));           \
-        rc = GW_PMPI(File_##op)(fh, offset, st.host, count, type, status);                  \
-        int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
-        return rc != MPI_SUCCESS ? rc : rc2;                                                \
-    }
+#define GW_BLOCKING_AT(op, cv, is_read)                                                    \
+    GW_STAGED(op,                                                                          \
+              (MPI_File fh, MPI_Offset offset, cv void *buf, int count, MPI_Datatype type, \
+               MPI_Status *status),                                                        \
+              (fh, offset, buf, count, type, status), gw_blocking_finish(rc, &st, is_read))
 
 /* MPI_File_<op>(fh, buf, count, type, request) */
-#define GW_NONBLOCKING(op, cv, is_read)                                                     \
-    GW_EXPORT int MPI_File_##op(MPI_File fh, cv void *buf, int count, MPI_Datatype type,     \
-                                MPI_Request *request)                                       \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, buf, count, type, request));                  \
-        rc = GW_PMPI(File_##op)(fh, st.host, count, type, request);                         \
-        return gw_nb_finish(rc, request, &st, (is_read));                                   \
-    }
+#define GW_NONBLOCKING(op, cv, is_read)                                                    \
+    GW_STAGED(op,                                                                          \
+              (MPI_File fh, cv void *buf, int count, MPI_Datatype type, MPI_Request *request), \
+              (fh, buf, count, type, request), gw_nb_finish(rc, request, &st, is_read))
 
 /* MPI_File_<op>(fh, offset, buf, count, type, request) */
-#define GW_NONBLOCKING_AT(op, cv, is_read)                                                  \
-    GW_EXPORT int MPI_File_##op(MPI_File fh, MPI_Offset offset, cv void *buf, int count,     \
-                                MPI_Datatype type, MPI_Request *request)                    \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op)(fh, offset, buf, count, type, request));          \
-        rc = GW_PMPI(File_##op)(fh, offset, st.host, count, type, request);                 \
-        return gw_nb_finish(rc, request, &st, (is_read));                                   \
-    }
+#define GW_NONBLOCKING_AT(op, cv, is_read)                                                 \
+    GW_STAGED(op,                                                                          \
+              (MPI_File fh, MPI_Offset offset, cv void *buf, int count, MPI_Datatype type, \
+               MPI_Request *request),                                                      \
+              (fh, offset, buf, count, type, request), gw_nb_finish(rc, request, &st, is_read))
 
 /* MPI_File_<op>_begin(fh, buf, count, type) */
-#define GW_BEGIN(op, cv)                                                                    \
-    GW_EXPORT int MPI_File_##op##_begin(MPI_File fh, cv void *buf, int count,                \
-                                        MPI_Datatype type)                                  \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin)(fh, buf, count, type));                   \
-        rc = GW_PMPI(File_##op##_begin)(fh, st.host, count, type);                          \
-        if (rc == MPI_SUCCESS) rc = gw_split_keep(fh, &st);                                 \
-        if (rc != MPI_SUCCESS) (void)gw_stage_end(&st, 0);                                  \
-        return rc;                                                                          \
-    }
+#define GW_BEGIN(op, cv)                                                             \
+    GW_STAGED(op##_begin, (MPI_File fh, cv void *buf, int count, MPI_Datatype type), \
+              (fh, buf, count, type), gw_begin_finish(rc, fh, &st))
 
-/* MPI_File_<op>_at_begin(fh, offset, buf, count, type) */
-#define GW_BEGIN_AT(op, cv)                                                                 \
-    GW_EXPORT int MPI_File_##op##_begin(MPI_File fh, MPI_Offset offset, cv void *buf,        \
-                                        int count, MPI_Datatype type)                       \
-    {                                                                                       \
-        GW_DEV_OR_PASS(GW_PMPI(File_##op##_begin)(fh, offset, buf, count, type));           \
-        rc = GW_PMPI(File_##op##_begin)(fh, offset, st.host, count, type);                  \
-        if (rc == MPI_SUCCESS) rc = gw_split_keep(fh, &st);                                 \
-        if (rc != MPI_SUCCESS) (void)gw_stage_end(&st, 0);                                  \
-        return rc;                                                                          \
-    }
+/* MPI_File_<op>_begin(fh, offset, buf, count, type) */
+#define GW_BEGIN_AT(op, cv)                                                                    \
+    GW_STAGED(op##_begin,                                                                      \
+              (MPI_File fh, MPI_Offset offset, cv void *buf, int count, MPI_Datatype type), \
+              (fh, offset, buf, count, type), gw_begin_finish(rc, fh, &st))
 
 /* MPI_File_<op>_end(fh, buf, status): the temporary of _begin, when there was one */
-#define GW_END(op, cv, is_read)                                                             \
-    GW_EXPORT int MPI_File_##op##_end(MPI_File fh, cv void *buf, MPI_Status *status)         \
-    {                                                                                       \
-        gw_stage_t st;                                                                      \
-        int dev = gw_is_device(buf);                                                        \
-        if (dev <= 0 || !gw_split_take(fh, &st))                                            \
-            return GW_PMPI(File_##op##_end)(fh, buf, status);                               \
-        int rc = GW_PMPI(File_##op##_end)(fh, st.host, status);                             \
-        int rc2 = gw_stage_end(&st, (is_read) && rc == MPI_SUCCESS);                        \
-        return rc != MPI_SUCCESS ? rc : rc2;                                                \
+#define GW_END(op, cv, is_read)                                                          \
+    GW_EXPORT int MPI_File_##op##_end(MPI_File fh, cv void *buf, MPI_Status *status)      \
+    {                                                                                    \
+        gw_stage_t st;                                                                   \
+        int dev = gw_is_device(buf);                                                     \
+        if (dev <= 0 || !gw_split_take(fh, &st))                                         \
+            return GW_PMPI(File_##op##_end, fh, buf, status);                            \
+        return gw_blocking_finish(GW_PMPI(File_##op##_end, fh, st.host, status), &st,    \
+                                  (is_read));                                            \
     }
 
 #define GW_RD

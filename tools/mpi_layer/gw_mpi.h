@@ -3,7 +3,8 @@
  *
  * The library links no MPI: Open MPI's PMPI_ functions are looked up once, in
  * the libmpi.so.40 already loaded (an application may have loaded it without
- * RTLD_GLOBAL), and kept. GW_PMPI(name) is the function PMPI_name.
+ * RTLD_GLOBAL), and kept. GW_PMPI(name, args...) calls PMPI_name(args...),
+ * or returns MPI_ERR_INTERN when the process has no such function.
  *
  * Staging (gw_stage_*): a device buffer is replaced for the call by a host
  * temporary covering every byte the datatype touches (true lower bound to
@@ -21,23 +22,29 @@
 #define GW_EXPORT __attribute__((visibility("default")))
 
 
-#define GW_PMPI(name)                                                        \
-    ({                                                                       \
-        static __typeof__(&PMPI_##name) _gw_fn;                              \
+#define GW_PMPI(name, ...)                                                    \
+    ({                                                                        \
+        static __typeof__(&PMPI_##name) _gw_fn;                               \
         __typeof__(&PMPI_##name) _f = __atomic_load_n(&_gw_fn, __ATOMIC_ACQUIRE); \
-        if (!_f) {                                                           \
-            _f = (__typeof__(&PMPI_##name))gw_pmpi_lookup("PMPI_" #name);    \
-            __atomic_store_n(&_gw_fn, _f, __ATOMIC_RELEASE);                 \
-        }                                                                    \
-        _f;                                                                  \
+        if (!_f) {                                                            \
+            _f = (__typeof__(&PMPI_##name))gw_pmpi_lookup("PMPI_" #name);     \
+            __atomic_store_n(&_gw_fn, _f, __ATOMIC_RELEASE);                  \
+        }                                                                     \
+        _f ? _f(__VA_ARGS__) : MPI_ERR_INTERN;                                \
     })
 
-/* Looks the function up; a missing one aborts the process with one line
- * (a preloaded MPI library without Open MPI's PMPI layer cannot work). */
+/* A function or variable of the MPI library loaded in this process, NULL when
+ * there is none (MPIX_Query_cuda_support asks before MPI is loaded, too). */
+void *gw_mpi_symbol(const char *name);
+
+/* gw_mpi_symbol for what the wrappers cannot do without: a missing one is
+ * reported in one line and gives NULL, which the wrappers answer with
+ * MPI_ERR_INTERN (a process that is not Open MPI 4.x's must not be killed
+ * by a library it preloaded). */
 void *gw_pmpi_lookup(const char *name);
 
 /* MPI_BYTE is the address of a variable of libmpi (&ompi_mpi_byte): looked up
- * too, since the library links no MPI. */
+ * too, since the library links no MPI. NULL when missing. */
 MPI_Datatype gw_mpi_byte(void);
 
 /* 1 device, 0 host; MPI_IN_PLACE, MPI_BOTTOM and NULL are host. */

@@ -40,12 +40,12 @@ GW_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int 
     int dev = gw_is_device(buf);
     if (dev < 0) return MPI_ERR_BUFFER;
     if (!dev)
-        return GW_PMPI(Sendrecv_replace)(buf, count, type, dest, sendtag, source, recvtag, comm,
+        return GW_PMPI(Sendrecv_replace, buf, count, type, dest, sendtag, source, recvtag, comm,
                                          status);
     gw_stage_t st;
     int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
     if (rc != MPI_SUCCESS) return rc;
-    rc = GW_PMPI(Sendrecv_replace)(st.host, count, type, dest, sendtag, source, recvtag, comm,
+    rc = GW_PMPI(Sendrecv_replace, st.host, count, type, dest, sendtag, source, recvtag, comm,
                                    status);
     int rc2 = gw_stage_end(&st, rc == MPI_SUCCESS);
     return rc == MPI_SUCCESS ? rc2 : rc;
@@ -57,13 +57,13 @@ GW_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI
     int in_dev = gw_is_device(inbuf), io_dev = gw_is_device(inoutbuf);
     if (in_dev < 0 || io_dev < 0) return MPI_ERR_BUFFER;
     if ((!in_dev && !io_dev) || gw_coll_gpuwire_loaded())
-        return GW_PMPI(Reduce_local)(inbuf, inoutbuf, count, type, op);
+        return GW_PMPI(Reduce_local, inbuf, inoutbuf, count, type, op);
     gw_stage_t in, io;
     int rc = gw_stage_begin(&in, inbuf, in_dev, count, type, 1);
     if (rc != MPI_SUCCESS) return rc;
     rc = gw_stage_begin(&io, inoutbuf, io_dev, count, type, 1);
     if (rc == MPI_SUCCESS) {
-        rc = GW_PMPI(Reduce_local)(in.host, io.host, count, type, op);
+        rc = GW_PMPI(Reduce_local, in.host, io.host, count, type, op);
         int rc2 = gw_stage_end(&io, rc == MPI_SUCCESS);
         if (rc == MPI_SUCCESS) rc = rc2;
     }
@@ -71,32 +71,32 @@ GW_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI
     return rc;
 }
 
-GW_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
-                        MPI_Comm comm)
+/* MPI_Bsend, or MPI_Ibsend when nonblocking: both copy into the attached
+ * buffer before they return, so a device buffer's temporary ends here. */
+static int gw_bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                    MPI_Comm comm, int nonblocking, MPI_Request *request)
 {
     int dev = gw_is_device(buf);
     if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Bsend)(buf, count, type, dest, tag, comm);
-    gw_stage_t st;
-    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
+    gw_stage_t st; /* a host buffer is given as it is (st.host == buf) */
+    int rc = gw_stage_begin(&st, buf, dev, count, type, 1);
     if (rc != MPI_SUCCESS) return rc;
-    rc = GW_PMPI(Bsend)(st.host, count, type, dest, tag, comm);
+    rc = nonblocking ? GW_PMPI(Ibsend, st.host, count, type, dest, tag, comm, request)
+                     : GW_PMPI(Bsend, st.host, count, type, dest, tag, comm);
     (void)gw_stage_end(&st, 0);
     return rc;
+}
+
+GW_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
+                        MPI_Comm comm)
+{
+    return gw_bsend(buf, count, type, dest, tag, comm, 0, NULL);
 }
 
 GW_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                          MPI_Comm comm, MPI_Request *request)
 {
-    int dev = gw_is_device(buf);
-    if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Ibsend)(buf, count, type, dest, tag, comm, request);
-    gw_stage_t st;
-    int rc = gw_stage_begin(&st, buf, 1, count, type, 1);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = GW_PMPI(Ibsend)(st.host, count, type, dest, tag, comm, request);
-    (void)gw_stage_end(&st, 0);
-    return rc;
+    return gw_bsend(buf, count, type, dest, tag, comm, 1, request);
 }
 
 GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag,
@@ -104,7 +104,7 @@ GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int 
 {
     int dev = gw_is_device(buf);
     if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Bsend_init)(buf, count, type, dest, tag, comm, request);
+    if (!dev) return GW_PMPI(Bsend_init, buf, count, type, dest, tag, comm, request);
     return gw_error(MPI_ERR_BUFFER, "MPI_Bsend_init",
                     "not supported (each MPI_Start copies with the CPU): use MPI_Bsend, or "
                     "MPI_Send_init, which pml gpuwire carries");
