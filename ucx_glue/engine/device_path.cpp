@@ -38,7 +38,7 @@ DevicePath::~DevicePath()
     queue_.clear(); // never started: nothing reads or writes their buffers
     // Copies still in flight hold mapping leases: wait for them.
     for (Pending &p : pending_) {
-        while (!p.stream->reached(p.ticket) && p.stream->check()) {
+        while (!p.stream->reached(p.ticket) && p.stream->check_sometimes()) {
         }
     }
     pending_.clear();
@@ -80,7 +80,7 @@ cuda::Status DevicePath::copy_via_pinned(void *dst, const void *src, size_t len,
     const size_t piece = chunk[0]->size();
     auto wait = [&](uint64_t t) -> cuda::Status {
         while (t && !s->reached(t)) {
-            cuda::Status st = s->check();
+            cuda::Status st = s->check_sometimes();
             if (!st) return st;
         }
         return cuda::Status{};

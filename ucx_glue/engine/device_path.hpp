@@ -124,7 +124,7 @@ public:
             if (!p.start) {
                 done(p.token, p.start);
             } else if (!p.stream->reached(p.ticket)) {
-                cuda::Status s = p.stream->check();
+                cuda::Status s = p.stream->check_sometimes();
                 if (s) break;
                 done(p.token, s); // the stream failed: report, drop
             } else {
