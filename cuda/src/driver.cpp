@@ -282,6 +282,15 @@ bool Driver::stream_write_value64(int device) const {
   return v != 0;
 }
 
+bool Driver::mps_enabled(int device) const {
+  if (!available_) return false;
+  CUdevice dev = 0;
+  int v = 0;
+  if (entry_->cuDeviceGet(&dev, device) != CUDA_SUCCESS) return false;
+  if (entry_->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) != CUDA_SUCCESS) return false;
+  return v != 0;
+}
+
 Status Driver::push_device(int device, void** previous, bool* switched) {
   if (!available_) return Status::error(Errc::no_device, reason_);
   if (device < 0 || device >= device_count_)
@@ -338,6 +347,7 @@ Status Driver::host_free(void*) { return no_cuda_status(); }
 Status Driver::host_register(void*, size_t, int) { return no_cuda_status(); }
 Status Driver::host_unregister(void*) { return no_cuda_status(); }
 bool Driver::stream_write_value64(int) const { return false; }
+bool Driver::mps_enabled(int) const { return false; }
 Status Driver::push_device(int, void**, bool*) { return no_cuda_status(); }
 void Driver::pop_device(void*) {}
 

@@ -116,6 +116,10 @@ Status NvlTeam::connect(const NvlTeamDesc* all, size_t n, bool allow_shared_gpu)
   if (n != static_cast<size_t>(team_.nranks)) {
     return Status::error(Errc::invalid_argument, "NvlTeam::connect: wrong number of ranks");
   }
+  // Ranks sharing a GPU can wait for each other inside a kernel only when
+  // their kernels run at once: under MPS. Without it the contexts take turns
+  // (each GPU-side barrier waits for a switch): allowed for testing only.
+  allow_shared_gpu = allow_shared_gpu || driver_.mps_enabled(device_);
   for (size_t r = 0; r < n; ++r) {
     if (all[r].ok != 1) return Status::error(Errc::not_supported, "a rank has no NVLink workspace");
     if (all[r].slot_bytes != team_.slot_bytes) {

@@ -112,7 +112,8 @@ static const gw_param_t params[] = {
     PINT(nvlink_timeout, 20, 1, 86400, 5,
          "Seconds an NVLink kernel waits for the other ranks before the call fails", NULL),
     PBOOL(nvlink_shared_gpu, false, 9,
-          "Testing only: ranks that share a GPU form an NVLink team too (correct but slow)"),
+          "Ranks that share a GPU form an NVLink team even without CUDA MPS (correct but slow: "
+          "the contexts take turns; for testing). Under MPS they do by default"),
 };
 #undef P
 #undef PINT

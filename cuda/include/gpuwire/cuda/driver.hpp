@@ -68,6 +68,9 @@ class DriverApi {
   // `ptr` return only once the data has landed (CU_POINTER_ATTRIBUTE_SYNC_MEMOPS;
   // a cudaMemcpy from pageable memory may return earlier without it).
   virtual Status set_sync_memops(uintptr_t ptr) = 0;
+  // Whether contexts on `device` are shared through CUDA MPS (kernels of
+  // several processes then run at once); false when the driver cannot say.
+  virtual bool mps_enabled(int device) const { return false; }
 
   // Legacy CUDA IPC. `device` is the ordinal whose context exports/maps.
   virtual Status ipc_get_handle(uintptr_t base, int device, IpcHandle* out) = 0;
@@ -111,6 +114,7 @@ class Driver final : public DriverApi {
 
   // Whether streams of `device` can write 64-bit values (cuStreamWriteValue64).
   bool stream_write_value64(int device) const;
+  bool mps_enabled(int device) const override;
 
   // Private to the module's sources: nullptr when !available().
   const DriverEntryPoints* entry_points() const { return entry_; }

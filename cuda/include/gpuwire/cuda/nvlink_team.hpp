@@ -6,7 +6,8 @@
 //              a host-mapped error word and a stream that waits for the legacy
 //              default stream; desc() describes it for the peers.
 //   connect()  with every rank's description (rank order): checks that each
-//              rank has a GPU of its own, maps the peers' workspaces.
+//              rank has a GPU of its own (or that the GPU they share runs
+//              them under MPS), maps the peers' workspaces.
 //   launch()   launches one call behind those launched before (its barrier
 //              sequence and slot filled in here, the same on every rank
 //              because calls come in the same order) and returns its ticket;
