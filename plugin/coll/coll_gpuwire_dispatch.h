@@ -199,7 +199,7 @@ int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 extern const gw_coll_algorithm_t gw_coll_staged;
 /* The table's (op, type) ids (gpuwire/cuda/reduce.h) of a reduction on a
  * predefined op and datatype whose elements are moved whole, or false: the
- * same answer on every rank of a call (coll_gpuwire_devreduce.c). */
+ * same answer on every rank of a call (coll_gpuwire_optable.c). */
 bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype);
 
 /* Kernels over NVLink (coll_gpuwire_nvlink.c). */
@@ -230,7 +230,7 @@ extern const gw_coll_algorithm_t gw_coll_devreduce;
 /* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's
  * buffers (coll_gpuwire_devmove.c). */
 extern const gw_coll_algorithm_t gw_coll_devmove;
-/* MPI_Reduce_local by one reduction kernel (coll_gpuwire_devreduce.c). */
+/* MPI_Reduce_local by one reduction kernel (coll_gpuwire_optable.c). */
 extern const gw_coll_algorithm_t gw_coll_local;
 
 /* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
@@ -247,7 +247,7 @@ enum {
     GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
     GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink.c) */
     GW_TAG_NVL_ARRIVE = -8, /* arrivals of the NVLink kernels' non-blocking calls */
-    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce.c) */
+    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce_nb.c) */
 };
 
 #define GW_COLL_BIT(id) (1u << (id))
