@@ -11,7 +11,7 @@
  * coll_gpuwire_dispatch.h). Barrier carries no buffer and is not provided:
  * Open MPI calls the modules below directly. Ibarrier is provided only to
  * keep its place among the non-blocking collectives of its communicator
- * (coll_gpuwire_staged.c): the non-blocking collectives must start in the
+ * (coll_gpuwire_requests.c): the non-blocking collectives must start in the
  * same order on every rank.
  */
 #ifndef COLL_GPUWIRE_H
@@ -202,7 +202,7 @@ typedef struct {
 
     /* Non-blocking collectives initiated on this communicator whose previous
      * module's collective has not started yet, oldest first; they start in
-     * this order (coll_gpuwire_staged.c, under its lock). */
+     * this order (coll_gpuwire_requests.c, under its lock). */
     struct gw_coll_request *nb_first, *nb_last;
 
     /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
@@ -263,7 +263,7 @@ extern mca_coll_gpuwire_globals_t mca_coll_gpuwire;
 mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority);
 
-/* coll_gpuwire_staged.c: the non-blocking machinery's life cycle. */
+/* coll_gpuwire_requests.c: the non-blocking machinery's life cycle. */
 int mca_coll_gpuwire_requests_init(void);
 void mca_coll_gpuwire_requests_fini(void);
 

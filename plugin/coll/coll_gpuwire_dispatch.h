@@ -148,7 +148,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
 /* The previous module's persistent form of a->id (coll_gpuwire_module.c). */
 int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                struct ompi_info_t *info, ompi_request_t **request);
-/* A persistent request of ours (coll_gpuwire_staged.c); staged_only: its
+/* A persistent request of ours (coll_gpuwire_persistent.c); staged_only: its
  * starts run gw_coll_dispatch_staged. */
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            bool staged_only, ompi_request_t **request);
@@ -166,7 +166,7 @@ static inline bool gw_coll_inplace_alltoallvw(const gw_coll_args_t *a)
 /* A non-blocking collective on the application's buffers, through the
  * previous module: started now when nothing initiated earlier on the
  * communicator is still waiting for its start, else queued behind it and
- * started in its turn from MPI's progress (coll_gpuwire_staged.c). */
+ * started in its turn from MPI's progress (coll_gpuwire_requests.c). */
 int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request);
 
@@ -190,7 +190,7 @@ typedef struct {
     bool (*ordered)(void *job);
 } gw_coll_job_ops_t;
 /* A request of ours for a call on m (regions r, classified) run by job;
- * ordered: placed in the communicator's FIFO (coll_gpuwire_staged.c). */
+ * ordered: placed in the communicator's FIFO (coll_gpuwire_requests.c). */
 int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                    gw_coll_region_t r[GW_REGION_COUNT], const gw_coll_job_ops_t *ops, void *job,
                    bool ordered, ompi_request_t **request);
