@@ -205,7 +205,7 @@ typedef struct {
      * this order (coll_gpuwire_requests.c, under its lock). */
     struct gw_coll_request *nb_first, *nb_last;
 
-    /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
+    /* The NVLink team of this communicator (coll_gpuwire_nvlink_team.c): set up
      * from the first call that could use it (a non-blocking one starts it,
      * MPI's progress ends it); GW_NVL_UNUSABLE when it cannot be. */
     int nvl_state;
