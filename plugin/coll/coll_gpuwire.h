@@ -11,7 +11,7 @@
  * coll_gpuwire_dispatch.h). Barrier carries no buffer and is not provided:
  * Open MPI calls the modules below directly. Ibarrier is provided only to
  * keep its place among the non-blocking collectives of its communicator
- * (coll_gpuwire_staged.c): the non-blocking collectives must start in the
+ * (coll_gpuwire_requests.c): the non-blocking collectives must start in the
  * same order on every rank.
  */
 #ifndef COLL_GPUWIRE_H
@@ -202,10 +202,10 @@ typedef struct {
 
     /* Non-blocking collectives initiated on this communicator whose previous
      * module's collective has not started yet, oldest first; they start in
-     * this order (coll_gpuwire_staged.c, under its lock). */
+     * this order (coll_gpuwire_requests.c, under its lock). */
     struct gw_coll_request *nb_first, *nb_last;
 
-    /* The NVLink team of this communicator (coll_gpuwire_nvlink.c): set up
+    /* The NVLink team of this communicator (coll_gpuwire_nvlink_team.c): set up
      * from the first call that could use it (a non-blocking one starts it,
      * MPI's progress ends it); GW_NVL_UNUSABLE when it cannot be. */
     int nvl_state;
@@ -222,7 +222,7 @@ typedef struct {
     uint64_t nvl_nb_issued, nvl_nb_launched;
 
     /* Non-blocking reductions given to the device ring
-     * (coll_gpuwire_devreduce.c), and how many of them are through with
+     * (coll_gpuwire_devreduce_nb.c), and how many of them are through with
      * their messages: they share one tag, so each posts its messages only
      * after the ones initiated before it are through with theirs. */
     uint64_t ring_nb_issued, ring_nb_passed;
@@ -263,7 +263,7 @@ extern mca_coll_gpuwire_globals_t mca_coll_gpuwire;
 mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority);
 
-/* coll_gpuwire_staged.c: the non-blocking machinery's life cycle. */
+/* coll_gpuwire_requests.c: the non-blocking machinery's life cycle. */
 int mca_coll_gpuwire_requests_init(void);
 void mca_coll_gpuwire_requests_fini(void);
 

@@ -33,14 +33,12 @@ static const gw_param_enum_value_t algorithms[] = {
 /* Every MCA parameter of coll gpuwire: registration, defaults, ranges, the
  * help ompi_info shows and docs/parameters.md all come from this table
  * (gpuwire_params.h). Help: one line each; the details are in docs/coll.md. */
-#define P(name, type, def, min, max, level, help, hint, field)                                 \
-    {name, type, (int64_t)(def), min, max, level, false, help, hint, NULL,                    \
-     &mca_coll_gpuwire.field}
-#define PINT(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_INT, def, min, max, lvl, help, hint, n)
-#define PSIZE(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_SIZE, def, min, max, lvl, help, hint, n)
-#define PBOOL(n, def, lvl, help) P(#n, GW_PARAM_BOOL, def, 0, 1, lvl, help, NULL, n)
-#define PENUM(n, def, lvl, help)                                                                 \
-    {#n, GW_PARAM_ENUM, def, 0, 0, lvl, false, help, NULL, algorithms, &mca_coll_gpuwire.n}
+/* The rows of gpuwire_params.h, each parameter in its field of mca_coll_gpuwire. */
+#define GW_PARAMS_STORE mca_coll_gpuwire
+#define PINT GW_PINT
+#define PSIZE GW_PSIZE
+#define PBOOL GW_PBOOL
+#define PENUM(n, def, lvl, help) GW_PENUM(n, def, lvl, help, algorithms)
 static const gw_param_t params[] = {
     /* Above every module a stock Open MPI 4.1 enables by default (tuned 30,
      * sync 50, self 75), so that device buffers are caught on every
@@ -50,10 +48,8 @@ static const gw_param_t params[] = {
          "each collective, and gpuwire passes host buffers on to the one below it (tuned 30, "
          "self 75); -1 disables it",
          "-1 disables the component"),
-    {"verbose", GW_PARAM_INT, 0, 0, 100, 5, true,
-     "Verbosity: 1 device support and errors, 10 every communicator, 20 every collective on "
-     "device memory",
-     NULL, NULL, &mca_coll_gpuwire.verbose},
+    GW_PVERBOSE("Verbosity: 1 device support and errors, 10 every communicator, 20 every "
+                "collective on device memory"),
     PBOOL(device, true, 3,
           "Accept GPU buffers (CUDA) when a GPU and its driver are present; 0: every collective "
           "passes through unchanged"),
@@ -115,7 +111,7 @@ static const gw_param_t params[] = {
           "Ranks that share a GPU form an NVLink team even without CUDA MPS (correct but slow: "
           "the contexts take turns; for testing). Under MPS they do by default"),
 };
-#undef P
+#undef GW_PARAMS_STORE
 #undef PINT
 #undef PSIZE
 #undef PBOOL
@@ -211,12 +207,10 @@ static int component_open(void)
 {
     /* Named after the component (the test build loads as coll gpuwirefake). */
     const mca_base_component_t *c = &mca_coll_gpuwire_component.collm_version;
-    (void)gw_params_warn_unknown(c, params, GW_PARAM_COUNT(params));
-    if (gw_params_check(c, params, GW_PARAM_COUNT(params)) != 0) {
+    if (gw_params_component_open(c, params, GW_PARAM_COUNT(params), mca_coll_gpuwire.verbose,
+                                 &mca_coll_gpuwire.output) != 0) {
         return OMPI_ERR_BAD_PARAM;
     }
-    mca_coll_gpuwire.output = opal_output_open(NULL);
-    opal_output_set_verbosity(mca_coll_gpuwire.output, mca_coll_gpuwire.verbose);
     return OMPI_SUCCESS;
 }
 
@@ -289,9 +283,6 @@ static int component_close(void)
     mca_coll_gpuwire_requests_fini();
     gw_coll_device_close();
     mca_coll_gpuwire.device_ready = false;
-    if (mca_coll_gpuwire.output >= 0) {
-        opal_output_close(mca_coll_gpuwire.output);
-        mca_coll_gpuwire.output = -1;
-    }
+    gw_params_component_close(&mca_coll_gpuwire.output);
     return OMPI_SUCCESS;
 }

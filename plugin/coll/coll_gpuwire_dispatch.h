@@ -149,7 +149,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
 /* The previous module's persistent form of a->id (coll_gpuwire_module.c). */
 int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                struct ompi_info_t *info, ompi_request_t **request);
-/* A persistent request of ours (coll_gpuwire_staged.c); staged_only: its
+/* A persistent request of ours (coll_gpuwire_persistent.c); staged_only: its
  * starts run gw_coll_dispatch_staged. */
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            bool staged_only, ompi_request_t **request);
@@ -167,7 +167,7 @@ static inline bool gw_coll_inplace_alltoallvw(const gw_coll_args_t *a)
 /* A non-blocking collective on the application's buffers, through the
  * previous module: started now when nothing initiated earlier on the
  * communicator is still waiting for its start, else queued behind it and
- * started in its turn from MPI's progress (coll_gpuwire_staged.c). */
+ * started in its turn from MPI's progress (coll_gpuwire_requests.c). */
 int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request);
 
@@ -191,7 +191,7 @@ typedef struct {
     bool (*ordered)(void *job);
 } gw_coll_job_ops_t;
 /* A request of ours for a call on m (regions r, classified) run by job;
- * ordered: placed in the communicator's FIFO (coll_gpuwire_staged.c). */
+ * ordered: placed in the communicator's FIFO (coll_gpuwire_requests.c). */
 int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                    gw_coll_region_t r[GW_REGION_COUNT], const gw_coll_job_ops_t *ops, void *job,
                    bool ordered, ompi_request_t **request);
@@ -200,7 +200,7 @@ int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 extern const gw_coll_algorithm_t gw_coll_staged;
 /* The table's (op, type) ids (gpuwire/cuda/reduce.h) of a reduction on a
  * predefined op and datatype whose elements are moved whole, or false: the
- * same answer on every rank of a call (coll_gpuwire_devreduce.c). */
+ * same answer on every rank of a call (coll_gpuwire_optable.c). */
 bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype);
 
 /* Kernels over NVLink (coll_gpuwire_nvlink.c). */
@@ -231,7 +231,7 @@ extern const gw_coll_algorithm_t gw_coll_devreduce;
 /* Bcast, Allgather(v), Alltoall(v) over point-to-point on the application's
  * buffers (coll_gpuwire_devmove.c). */
 extern const gw_coll_algorithm_t gw_coll_devmove;
-/* MPI_Reduce_local by one reduction kernel (coll_gpuwire_devreduce.c). */
+/* MPI_Reduce_local by one reduction kernel (coll_gpuwire_optable.c). */
 extern const gw_coll_algorithm_t gw_coll_local;
 
 /* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
@@ -246,9 +246,9 @@ int gw_coll_tag(gw_coll_id_t id);
 enum {
     GW_TAG_RING = -5,       /* blocking reductions on the ring (coll_gpuwire_devreduce.c) */
     GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
-    GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink.c) */
+    GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink_team.c) */
     GW_TAG_NVL_ARRIVE = -8, /* arrivals of the NVLink kernels' non-blocking calls */
-    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce.c) */
+    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce_nb.c) */
 };
 
 #define GW_COLL_BIT(id) (1u << (id))

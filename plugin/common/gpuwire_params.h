@@ -8,6 +8,9 @@
  *   gw_params_check()         the range check at component open
  *   gw_params_warn_unknown()  OMPI_MCA_<type>_<component>_* variables that
  *                             name no parameter, with the closest name
+ *   gw_params_component_open()  both at component open, then the output
+ *                             stream (gw_params_component_close() at close)
+ * The rows come from GW_PINT, GW_PSIZE, GW_PBOOL, GW_PENUM, GW_PVERBOSE.
  * docs/parameters.md is generated from ompi_info's output (ctest
  * docs_parameters, tests/tools/check_params_doc.py), hence from the table.
  *
@@ -57,6 +60,22 @@ typedef struct {
 } gw_param_t;
 
 #define GW_PARAM_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+
+/* Rows of a component's table: parameter n is stored in the field n of
+ * GW_PARAMS_STORE, which the component defines (its parameters' struct)
+ * before the table. Every row is read-only across processes but verbose's,
+ * which is the same in every component but for its help. */
+#define GW_PARAM_ROW(n, type, def, min, max, lvl, help, hint, names)                               \
+    {#n, type, (int64_t)(def), min, max, lvl, false, help, hint, names, &GW_PARAMS_STORE.n}
+#define GW_PINT(n, def, min, max, lvl, help, hint)                                                 \
+    GW_PARAM_ROW(n, GW_PARAM_INT, def, min, max, lvl, help, hint, NULL)
+#define GW_PSIZE(n, def, min, max, lvl, help, hint)                                                \
+    GW_PARAM_ROW(n, GW_PARAM_SIZE, def, min, max, lvl, help, hint, NULL)
+#define GW_PBOOL(n, def, lvl, help) GW_PARAM_ROW(n, GW_PARAM_BOOL, def, 0, 1, lvl, help, NULL, NULL)
+#define GW_PENUM(n, def, lvl, help, names)                                                         \
+    GW_PARAM_ROW(n, GW_PARAM_ENUM, def, 0, 0, lvl, help, NULL, names)
+#define GW_PVERBOSE(help)                                                                          \
+    {"verbose", GW_PARAM_INT, 0, 0, 100, 5, true, help, NULL, NULL, &GW_PARAMS_STORE.verbose}
 
 /* Writes every parameter's default into its storage. */
 static inline void gw_params_set_defaults(const gw_param_t *table, size_t n)
@@ -186,6 +205,7 @@ static inline bool gw_param_known(const gw_param_t *table, size_t n, const char 
 #include "gpuwire_help.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/util/output.h"
 
 /* Writes the defaults, then registers every parameter of the table with
  * Open MPI under the component's prefix (<type>_<component>_). */
@@ -287,6 +307,30 @@ static inline int gw_params_warn_unknown(const mca_base_component_t *c, const gw
         ++unknown;
     }
     return unknown;
+}
+
+/* A component's open: the unknown variables warned about, the ranges
+ * checked (-1: one is out of range, the component must decline), then its
+ * output stream opened into *output at verbosity verbose. */
+static inline int gw_params_component_open(const mca_base_component_t *c, const gw_param_t *table,
+                                           size_t n, int verbose, int *output)
+{
+    (void)gw_params_warn_unknown(c, table, n);
+    if (gw_params_check(c, table, n) != 0) {
+        return -1;
+    }
+    *output = opal_output_open(NULL);
+    opal_output_set_verbosity(*output, verbose);
+    return 0;
+}
+
+/* A component's close: the stream gw_params_component_open opened. */
+static inline void gw_params_component_close(int *output)
+{
+    if (*output >= 0) {
+        opal_output_close(*output);
+        *output = -1;
+    }
 }
 #endif
 

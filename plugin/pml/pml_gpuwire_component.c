@@ -12,20 +12,17 @@
 /* Every MCA parameter of pml gpuwire: registration, defaults, ranges, the
  * help ompi_info shows and docs/parameters.md all come from this table
  * (gpuwire_params.h). Help: one line each; the details are in docs/. */
-#define P(name, type, def, min, max, level, help, hint, field)                                 \
-    {name, type, (int64_t)(def), min, max, level, false, help, hint, NULL,                    \
-     &mca_pml_gpuwire_params.field}
-#define PINT(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_INT, def, min, max, lvl, help, hint, n)
-#define PSIZE(n, def, min, max, lvl, help, hint) P(#n, GW_PARAM_SIZE, def, min, max, lvl, help, hint, n)
-#define PBOOL(n, def, lvl, help) P(#n, GW_PARAM_BOOL, def, 0, 1, lvl, help, NULL, n)
+/* The rows of gpuwire_params.h, each parameter in its field of mca_pml_gpuwire_params. */
+#define GW_PARAMS_STORE mca_pml_gpuwire_params
+#define PINT GW_PINT
+#define PSIZE GW_PSIZE
+#define PBOOL GW_PBOOL
 static const gw_param_t params[] = {
     PINT(priority, 5, 0, 1000, 3,
          "Selection priority of pml gpuwire (ob1 uses 20, ucx 51); --mca pml gpuwire selects it "
          "whatever the priority",
          "below 0 Open MPI never selects the PML"),
-    {"verbose", GW_PARAM_INT, 0, 0, 100, 5, true,
-     "Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint", NULL, NULL,
-     &mca_pml_gpuwire_params.verbose},
+    GW_PVERBOSE("Verbosity: 1 errors and choices, 5 set-up, 10 every endpoint"),
     PSIZE(rndv_threshold, 0, 0, GW_PARAM_MAX_MESSAGE, 5,
           "Messages of at least this many bytes use UCX rendezvous (zero copy); 0 lets UCX "
           "decide (UCX_RNDV_THRESH)",
@@ -117,7 +114,7 @@ static const gw_param_t params[] = {
           "into pageable host memory go from a pinned bounce buffer as host messages; 0 never",
           NULL),
 };
-#undef P
+#undef GW_PARAMS_STORE
 #undef PINT
 #undef PSIZE
 #undef PBOOL
@@ -165,21 +162,16 @@ static int component_register(void)
 static int component_open(void)
 {
     const mca_base_component_t *c = &mca_pml_gpuwire_component.pmlm_version;
-    (void)gw_params_warn_unknown(c, params, GW_PARAM_COUNT(params));
-    if (gw_params_check(c, params, GW_PARAM_COUNT(params)) != 0) {
+    if (gw_params_component_open(c, params, GW_PARAM_COUNT(params), mca_pml_gpuwire_params.verbose,
+                                 &mca_pml_gpuwire.output) != 0) {
         return OMPI_ERR_BAD_PARAM;
     }
-    mca_pml_gpuwire.output = opal_output_open(NULL);
-    opal_output_set_verbosity(mca_pml_gpuwire.output, mca_pml_gpuwire_params.verbose);
     return OMPI_SUCCESS;
 }
 
 static int component_close(void)
 {
-    if (mca_pml_gpuwire.output >= 0) {
-        opal_output_close(mca_pml_gpuwire.output);
-        mca_pml_gpuwire.output = -1;
-    }
+    gw_params_component_close(&mca_pml_gpuwire.output);
     return OMPI_SUCCESS;
 }
 

@@ -1,0 +1,116 @@
+/*
+ * Persistent collectives (MPI_<op>_init on device buffers): requests of ours
+ * whose every start runs the non-blocking form. Separate from the requests
+ * of the non-blocking forms (coll_gpuwire_requests.c): their own life cycle
+ * (inactive, started, freed while active) over the same request state.
+ *
+ * The request keeps the call's arguments. Each MPI_Start runs the
+ * non-blocking form through the dispatch (on device buffers every algorithm
+ * answers with a request of ours), and that inner request's completion
+ * callback completes the persistent one. A start's inner request is freed
+ * by the next start or with the persistent request. Persistent requests
+ * that are freed stay allocated for reuse until the component closes:
+ * Open MPI's MPI_<op>_init bindings wrap req_free and read the request
+ * after it returned (to release the datatypes and op they retained).
+ */
+#include "coll_gpuwire_staged.h"
+
+/* Frees the inner request of the last start (ours: given back now, or by
+ * the progress function once it has completed). */
+static void persistent_drop_inner(gw_coll_request_t *req)
+{
+    if (NULL != req->inner) ompi_request_free(&req->inner);
+}
+
+/* Gives back what an inactive (or freed and now complete) persistent request
+ * holds and keeps the object for reuse. */
+static void persistent_release(gw_coll_request_t *req)
+{
+    ompi_request_t *r = req->mpi;
+    struct ompi_communicator_t *comm = req->args.comm;
+    persistent_drop_inner(req);
+    OMPI_REQUEST_FINI(r);
+    OBJ_RELEASE(comm);
+    gw_coll_request_spare_put(req);
+}
+
+/* The inner request's completion callback (in the thread that completes it,
+ * outside requests.lock). */
+static int persistent_inner_done(ompi_request_t *inner)
+{
+    gw_coll_request_t *req = inner->req_complete_cb_data;
+    req->mpi->req_status.MPI_ERROR = inner->req_status.MPI_ERROR;
+    gw_coll_requests_lock();
+    req->done = true;
+    const bool freed = req->freed;
+    gw_coll_requests_unlock();
+    if (freed) {
+        persistent_release(req);
+    } else {
+        ompi_request_complete(req->mpi, true);
+    }
+    return 0;
+}
+
+static int persistent_start(size_t count, ompi_request_t **reqs)
+{
+    for (size_t i = 0; i < count; ++i) {
+        ompi_request_t *r = reqs[i];
+        gw_coll_request_t *req = gw_coll_request_of(r);
+        persistent_drop_inner(req);
+        r->req_status = ompi_status_empty;
+        r->req_state = OMPI_REQUEST_ACTIVE;
+        r->req_complete = REQUEST_PENDING;
+        req->done = false;
+        const int rc = req->staged_only
+                           ? gw_coll_dispatch_staged(req->module, &req->args, &req->inner)
+                           : gw_coll_dispatch(req->module, &req->args, &req->inner);
+        if (OMPI_SUCCESS != rc) {
+            /* Nothing started: inactive again, and the start fails. */
+            req->inner = NULL;
+            req->done = true;
+            r->req_state = OMPI_REQUEST_INACTIVE;
+            r->req_complete = REQUEST_COMPLETED;
+            return rc;
+        }
+        ompi_request_set_callback(req->inner, persistent_inner_done, req);
+    }
+    return OMPI_SUCCESS;
+}
+
+static int persistent_free(ompi_request_t **rptr)
+{
+    gw_coll_request_t *req = gw_coll_request_of(*rptr);
+    gw_coll_requests_lock();
+    const bool active = !req->done;
+    req->freed = active; /* released by the completion callback */
+    gw_coll_requests_unlock();
+    if (!active) persistent_release(req);
+    *rptr = MPI_REQUEST_NULL;
+    return OMPI_SUCCESS;
+}
+
+int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           bool staged_only, ompi_request_t **request)
+{
+    gw_coll_request_t *spare = gw_coll_request_spare_take();
+    ompi_request_t *r;
+    if (NULL != spare) {
+        /* As new: libmpi's constructors clear what the bindings set. */
+        r = spare->mpi;
+        opal_obj_run_destructors((opal_object_t *)r);
+        opal_obj_run_constructors((opal_object_t *)r);
+    } else {
+        gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
+        if (NULL == obj) return OMPI_ERR_OUT_OF_RESOURCE;
+        r = &obj->super;
+    }
+    gw_coll_request_t *req = gw_coll_request_init(r, m, a);
+    OMPI_REQUEST_INIT(r, true); /* inactive, complete */
+    r->req_start = persistent_start;
+    r->req_free = persistent_free;
+    req->staged_only = staged_only;
+    req->done = true; /* inactive: MPI_Request_free releases it */
+    *request = r;
+    return OMPI_SUCCESS;
+}
