@@ -9,7 +9,8 @@
  * milliseconds after both have posted, then kills itself, whether or not the
  * transfer has finished (it says which). The survivor waits with
  * MPI_ERRORS_RETURN: it either gets an error (with peer failure detection,
- * pml_gpuwire_err_handling 1) and exits with 3, or is ended by mpirun.
+ * pml_gpuwire_err_handling 1) and exits with 3, or is ended by mpirun. A
+ * receiver whose transfer completes checks every byte it got.
  * Every rank writes its pid to <pid folder>/rank<N>.pid first. With
  * "device" the buffers are GPU memory (rank r on GPU r modulo the count);
  * without a GPU the program says so and exits 77 before MPI_Init.
@@ -124,9 +125,19 @@ int main(int argc, char **argv)
         return 3;
     }
     /* Completed: the victim was the receiver and the bytes had left, or it
-     * was the sender and had finished. Either way the job must still end. */
-    printf("kill_rank: rank %d: the transfer completed after %.2f s; waiting in a barrier\n", rank,
-           MPI_Wtime() - start);
+     * was the sender and had finished. Either way the job must still end.
+     * A receiver that completes must hold the sender's bytes (all 1): a
+     * transfer cut short must never look like a finished one. */
+    const char *data = "not checked (device buffer)";
+    if (rank == 1 && !on_device) {
+        size_t bad = bytes;
+        for (size_t i = 0; i < bytes && bad == bytes; ++i)
+            if (buf[i] != 1) bad = i;
+        data = bad == bytes ? "intact" : "CORRUPT";
+        if (bad != bytes) printf("kill_rank: rank 1: byte %zu is %d, expected 1\n", bad, buf[bad]);
+    }
+    printf("kill_rank: rank %d: the transfer completed after %.2f s, data %s; waiting in a barrier\n",
+           rank, MPI_Wtime() - start, data);
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
     printf("kill_rank: rank %d: the barrier returned\n", rank);

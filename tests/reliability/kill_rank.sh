@@ -1,13 +1,25 @@
 #!/bin/sh
-# A rank killed in the middle of a large transfer must take the job down:
-# mpirun exits nonzero within 30 s, and no process of the job is left.
-#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver> <MiB>[:device] <mpirun flags...>
+# A rank killed in the middle of a large transfer must take the job down as
+# under ob1: mpirun exits nonzero within 30 s, names the killed rank, and no
+# process of the job is left; the survivor never aborts by itself, and a
+# receiver that completes holds the sender's bytes.
+#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver> <MiB>[:device] <expect>
+#                <mpirun flags...>
+# <expect> is what the survivor must see:
+#   error      its MPI_Wait returns (peer failure detection on): an MPI error,
+#              or success when the bytes had all moved before the kill
+#   noabort    anything but an abort of its own (waits, errs, or completes)
+#   ucx-cma    as noabort, except the one abort UCX 1.13 makes without peer
+#              error handling: its fatal "process_vm_readv ... No such
+#              process" when the killed sender's memory is gone mid-read
+#              (docs/reliability.md); any other abort still fails
 # Passes the flags on (pml gpuwire and its parameters among them). With
 # ":device" the transfer is between GPU buffers; exit 77 (skipped) without a GPU.
 set -u
-MPIRUN=$1 PROG=$2 VICTIM=$3 MIB=${4%%:*} MEM=host
+MPIRUN=$1 PROG=$2 VICTIM=$3 MIB=${4%%:*} MEM=host EXPECT=$5
 case $4 in *:device) MEM=device ;; esac
-shift 4
+case $EXPECT in error | noabort | ucx-cma) ;; *) echo "unknown expectation: $EXPECT"; exit 2 ;; esac
+shift 5
 LIMIT=30
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gpuwire-kill-rank.XXXXXX")
@@ -20,8 +32,10 @@ if grep -q '^kill_rank: skip' "$dir/out"; then
     exit 77
 fi
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "mpirun exited with $rc after $ms ms (victim: the $VICTIM)"
-grep -E '^kill_rank:|noticed|exited on signal' "$dir/out" | head -8
+echo "mpirun exited with $rc after $ms ms (victim: the $VICTIM, expected of the survivor: $EXPECT)"
+grep -E '^kill_rank:|noticed|exited on signal|process_vm_readv|Signal: ' "$dir/out" | head -10
+vrank=0 srank=1
+[ "$VICTIM" = receiver ] && vrank=1 srank=0
 
 fail=0
 # mpirun passes the killed rank's status on (137 = 128 + SIGKILL), which is
@@ -36,6 +50,32 @@ fi
 if ! grep -q '^kill_rank: rank . kills itself' "$dir/out"; then
     echo "FAIL: the victim never reached the kill; output:"
     head -40 "$dir/out"
+    fail=1
+fi
+if grep -q '^kill_rank: rank 1: the transfer completed.*data CORRUPT' "$dir/out"; then
+    echo "FAIL: the receiver's transfer completed with wrong data"
+    fail=1
+fi
+# The survivor must not abort by itself (Open MPI's handler prints "Signal:"
+# for it; the killed rank dies by SIGKILL and prints nothing).
+if grep -q '^\[.*\] Signal: ' "$dir/out"; then
+    if [ "$EXPECT" = ucx-cma ] && grep -q 'process_vm_readv.*No such process' "$dir/out"; then
+        echo "known: the survivor aborted in UCX's CMA read of the killed sender (no peer error handling)"
+    else
+        echo "FAIL: the survivor (rank $srank) aborted by itself; output:"
+        head -40 "$dir/out"
+        fail=1
+    fi
+elif ! grep -q "process rank $vrank .*exited on signal 9" "$dir/out"; then
+    echo "FAIL: mpirun did not name the killed rank $vrank; output:"
+    head -40 "$dir/out"
+    fail=1
+fi
+# With peer failure detection the survivor's MPI_Wait must return: an error,
+# or success where the bytes had all moved before the kill (checked above).
+if [ "$EXPECT" = error ] &&
+    ! grep -qE "^kill_rank: rank $srank: the transfer (failed|completed)" "$dir/out"; then
+    echo "FAIL: the survivor (rank $srank) stayed blocked in MPI_Wait: no error reached it"
     fail=1
 fi
 
