@@ -15,28 +15,13 @@ OSU=${OSU_DIR:-$ROOT/.ref/osu-install/libexec/osu-micro-benchmarks/mpi}
 [ -x "$OSU/one-sided/osu_put_latency" ] || { echo "gpu_osu.sh: no OSU build under $OSU"; exit 1; }
 # shellcheck source=ci/mps_common.sh
 . "$(dirname "$0")/mps_common.sh"
-BASE="mpirun --allow-run-as-root -np 2 --bind-to core -x CUDA_VISIBLE_DEVICES=0
-      -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
+LOG=$OUT/osu_runs.txt RUN_TAG=osu RUN_TIMEOUT=120
+# shellcheck source=ci/osu_common.sh
+. "$(dirname "$0")/osu_common.sh"
+BASE=$OSU_BASE
 GW="$BASE --mca mca_base_component_path $OMPI_LIB:$BUILD/components --mca pml gpuwire
     --mca coll gpuwire,inter,tuned,libnbc,basic,self --mca osc gpuwire"
-REF=""
-if [ -n "${GPU_UCX_LIB:-}" ]; then
-    REF="$BASE -x LD_LIBRARY_PATH=$GPU_UCX_LIB:/usr/local/nvidia/lib64:/usr/local/cuda/lib64
-         --mca pml ucx --mca osc ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
-         -x UCX_TLS=cuda_copy,cuda_ipc,sm,self"
-fi
-LOG=$OUT/osu_runs.txt
-: >"$LOG"
-# run <name> <prefix> <program> <args...>: output kept as /tmp/osu_<name>.
-run() {
-    local name=$1 pre=$2; shift 2
-    echo "### $name: $*" >>"$LOG"
-    # shellcheck disable=SC2086
-    timeout 120 $pre "$@" >"/tmp/osu_$name" 2>&1
-    echo "rc=$?" >>"/tmp/osu_$name"
-    cat "/tmp/osu_$name" >>"$LOG"
-}
-val() { awk -v s="$2" '$1==s {print $2}' "/tmp/osu_$1" | head -1; }
+REF=$(osu_ref --mca osc ucx)
 ok() { grep -q '^rc=0' "/tmp/osu_$1" && echo ok || echo "FAIL($(sed -n 's/^rc=//p' "/tmp/osu_$1"))"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
 

@@ -22,28 +22,12 @@ ITERS=${P2P_ITERS:-1000}
 IFS=, read -r -a MODES <<<"${P2P_MODES:-D D}"
 # shellcheck source=ci/mps_common.sh
 . "$(dirname "$0")/mps_common.sh"
-BASE="mpirun --allow-run-as-root -np 2 --bind-to core -x CUDA_VISIBLE_DEVICES=0
-      -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY"
-GW="$BASE --mca mca_base_component_path $OMPI_LIB:$BUILD/components --mca pml gpuwire
+LOG=$OUT/p2p_runs.txt RUN_TAG=p2p RUN_TIMEOUT=150
+# shellcheck source=ci/osu_common.sh
+. "$(dirname "$0")/osu_common.sh"
+GW="$OSU_BASE --mca mca_base_component_path $OMPI_LIB:$BUILD/components --mca pml gpuwire
     --mca coll gpuwire,inter,tuned,libnbc,basic,self ${P2P_GW_EXTRA:-}"
-REF=""
-if [ -n "${GPU_UCX_LIB:-}" ]; then
-    REF="$BASE -x LD_LIBRARY_PATH=$GPU_UCX_LIB:/usr/local/nvidia/lib64:/usr/local/cuda/lib64
-         --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
-         -x UCX_TLS=cuda_copy,cuda_ipc,sm,self"
-fi
-LOG=$OUT/p2p_runs.txt
-: >"$LOG"
-# run <name> <prefix> <program> <args...>: output kept as /tmp/p2p_<name>.
-run() {
-    local name=$1 pre=$2; shift 2
-    echo "### $name: $*" >>"$LOG"
-    # shellcheck disable=SC2086
-    timeout 150 $pre "$@" >"/tmp/p2p_$name" 2>&1
-    echo "rc=$?" >>"/tmp/p2p_$name"
-    cat "/tmp/p2p_$name" >>"$LOG"
-}
-val() { awk -v s="$2" '$1==s {print $2}' "/tmp/p2p_$1" | head -1; }
+REF=$(osu_ref)
 med() { printf '%s\n' "$@" | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
 key() { echo "${1// /}"; } # "D D" -> DD
