@@ -66,7 +66,9 @@ if grep -q '^\[.*\] Signal: ' "$dir/out"; then
         head -40 "$dir/out"
         fail=1
     fi
-elif ! grep -q "process rank $vrank .*exited on signal 9" "$dir/out"; then
+# (Open MPI 5's prterun breaks that sentence over two lines: read it as one.)
+elif ! tr -s '\n\t ' ' ' <"$dir/out" |
+        grep -Eq "process rank $vrank with PID [0-9]+ on node [^ ]+ exited on signal 9"; then
     echo "FAIL: mpirun did not name the killed rank $vrank; output:"
     head -40 "$dir/out"
     fail=1
