@@ -68,15 +68,13 @@ Status MemoryClassifier::classify_slow(uintptr_t ptr, size_t len, MemoryInfo& ou
   }
   bool first_use = false;  // kUnordered on this answer only, not on the cached entry
   if (config_.sync_memops && info.on_gpu()) {
-    Status ms = info.kind == MemoryKind::device && !(info.flags & kMemPool)
-                    ? driver_.set_sync_memops(info.base)
-                    : Status::error(Errc::not_supported, "SYNC_MEMOPS: not a plain device allocation");
-    if (ms) {
+    // Only plain device allocations take the mark; the rest stay unordered.
+    const bool markable = info.kind == MemoryKind::device && !(info.flags & kMemPool);
+    if (markable && driver_.set_sync_memops(info.base)) {
       sync_memops_marked_.fetch_add(1, std::memory_order_relaxed);
       first_use = true;
     } else {
-      if (info.kind == MemoryKind::device && !(info.flags & kMemPool))
-        sync_memops_errors_.fetch_add(1, std::memory_order_relaxed);
+      if (markable) sync_memops_errors_.fetch_add(1, std::memory_order_relaxed);
       info.flags |= kUnordered;  // every answer says so
     }
   }

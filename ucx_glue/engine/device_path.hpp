@@ -41,9 +41,10 @@ struct DeviceConfig {
     size_t staging_chunk_bytes = size_t{4} << 20;
     size_t staging_max_bytes = size_t{64} << 20; // pinned host memory for staging
     size_t bounce_max_bytes = size_t{256} << 20; // pinned whole-message buffers; 0: none
-    // Each copy into or out of the application's memory waits first for the
-    // legacy default stream of its GPU (pml_gpuwire_device_sync): the
-    // engine's streams are not ordered after it (stream.hpp says why).
+    // pml_gpuwire_device_sync: copies into or out of the application's memory
+    // are ordered after its GPU's legacy default stream, which the engine's
+    // streams are not (stream.hpp says why): queued copies run on that stream,
+    // the others wait for it first.
     bool order_after_user = true;
 };
 
@@ -71,7 +72,8 @@ public:
     int device_of_uuid(const uint8_t uuid[16]) const { return ctx_->device_of_uuid(uuid); }
 
     // With DeviceConfig::order_after_user: waits for `device`'s legacy default
-    // stream (0.3 us when it is idle). Errors are logged by the caller.
+    // stream (0.3 us while the process has run no kernel, 1.5-2 us after one).
+    // Errors are logged by the caller.
     cuda::Status order_after_user(int device)
     {
         return order_ ? cuda::wait_legacy_stream(device) : cuda::Status{};
