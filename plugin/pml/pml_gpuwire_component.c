@@ -114,6 +114,10 @@ static const gw_param_t params[] = {
           "Device messages up to this size to a process of this node whose receives take them "
           "into pageable host memory go from a pinned bounce buffer as host messages; 0 never",
           NULL),
+    PSIZE(shared_piece_bytes, 1 << 20, 0, (int64_t)1 << 30, 5,
+          "Largest piece of a message through the shared staging slots (at most a slot): the "
+          "sender's copy of one piece overlaps the receiver's copy of the one before; 0: a slot",
+          NULL),
 };
 #undef GW_PARAMS_STORE
 #undef PINT

@@ -53,6 +53,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->shared_staging_bytes = size_t{32} << 20;
     params->shared_staging_host = 1;
     params->bounce_to_host_max = 4096;
+    params->shared_piece_bytes = size_t{1} << 20;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

@@ -49,7 +49,13 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->len = len;
     x->chunk = params_.chunk_bytes;
     if (device >= 0) x->chunk = std::min(x->chunk, dev_->pinned_chunk_bytes());
-    if (shared) x->chunk = std::min(x->chunk, outbox_->slot_bytes());
+    if (shared) {
+        x->chunk = std::min(x->chunk, outbox_->slot_bytes());
+        // Pieces below a slot pipeline the two copies (this side's, the
+        // receiver's) of one message; the receiver follows the header.
+        if (params_.shared_piece_bytes)
+            x->chunk = std::min(x->chunk, std::max<size_t>(params_.shared_piece_bytes, 4096));
+    }
     x->tag = chunk_tag(params_.my_peer, id);
     x->device = device;
     x->discard = false;

@@ -205,6 +205,10 @@ typedef struct {
      * bounce buffer. */
     int shared_staging_host;
     size_t bounce_to_host_max;
+    /* Largest piece of a message through the shared slots (at most a slot):
+     * smaller pieces let the sender's DMA of one overlap the receiver's
+     * memcpy of the one before. 0: a slot. */
+    size_t shared_piece_bytes;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
