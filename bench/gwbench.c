@@ -36,6 +36,8 @@ static struct {
     int iters, warmup, window;
     size_t window_bytes;
     int device, validate, report_rss;
+    char pinned;     /* this rank's host buffers are pinned (cudaMallocHost) */
+    const char *mem; /* --mem: per-rank kinds, or NULL */
 } opt = {.tests = T_LATENCY | T_BW | T_BIBW | T_ALLREDUCE, .iters = -1, .warmup = -1,
          .window = 64, .window_bytes = 256u << 20};
 
@@ -62,6 +64,13 @@ static void *buf_alloc(size_t n)
         return p;
     }
 #endif
+#ifdef GPUWIRE_BENCH_CUDA
+    if (opt.pinned) {
+        if (cudaMallocHost(&p, n) != cudaSuccess) die("cudaMallocHost failed");
+        memset(p, 'a', n);
+        return p;
+    }
+#endif
     p = malloc(n);
     if (!p) die("out of host memory");
     memset(p, 'a', n);
@@ -73,6 +82,10 @@ static void buf_free(void *p)
 #ifdef GPUWIRE_BENCH_CUDA
     if (opt.device) {
         cudaFree(p);
+        return;
+    }
+    if (opt.pinned) {
+        cudaFreeHost(p);
         return;
     }
 #endif
@@ -335,6 +348,9 @@ static const char usage[] =
     "      --window-bytes B  receive memory per window; larger messages get a\n"
     "                        smaller window (default 256M)\n"
     "  -d, --device          buffers in GPU memory (CUDA builds)\n"
+    "      --mem KINDS       each rank's buffers, one letter per rank (the last\n"
+    "                        for the rest): D device, H pageable host, P pinned\n"
+    "                        host (CUDA builds); e.g. DH: rank 0 device, 1 host\n"
     "  -c, --validate        check every received message (exit 1 on a mismatch)\n"
     "      --report-rss      print each rank's peak resident memory at exit\n";
 
@@ -346,6 +362,7 @@ static void parse_args(int argc, char **argv)
         {"window", required_argument, 0, 'W'}, {"window-bytes", required_argument, 0, 'B'},
         {"device", no_argument, 0, 'd'},       {"validate", no_argument, 0, 'c'},
         {"report-rss", no_argument, 0, 'R'},   {"help", no_argument, 0, 'h'},
+        {"mem", required_argument, 0, 'M'},
         {0, 0, 0, 0}};
     int c;
     parse_sizes("1:64M");
@@ -360,6 +377,7 @@ static void parse_args(int argc, char **argv)
         case 'd': opt.device = 1; break;
         case 'c': opt.validate = 1; break;
         case 'R': opt.report_rss = 1; break;
+        case 'M': opt.mem = optarg; break;
         default:
             if (rank == 0) fputs(usage, c == 'h' ? stdout : stderr);
             MPI_Finalize();
@@ -367,6 +385,13 @@ static void parse_args(int argc, char **argv)
         }
     }
     if (opt.window < 1 || opt.nsizes == 0) die("bad --window or --sizes");
+    if (opt.mem) {
+        const size_t n = strlen(opt.mem);
+        const char k = n ? opt.mem[(size_t)rank < n ? (size_t)rank : n - 1] : '?';
+        if (n == 0 || strspn(opt.mem, "DHP") != n) die("--mem takes letters D, H, P");
+        opt.device = k == 'D';
+        opt.pinned = k == 'P';
+    }
 }
 
 /* Peak resident set (VmHWM) of this process in KiB, or -1. */
@@ -403,7 +428,8 @@ static void select_device(int argc, char **argv)
 {
     int want = 0;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--device")) want = 1;
+        if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--device") || !strcmp(argv[i], "--mem"))
+            want = 1;
     /* (Combined short options like -cd are parsed later, after MPI_Init:
      * device 0 is used then.) */
     if (!want) return;
@@ -432,7 +458,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     parse_args(argc, argv);
 #ifndef GPUWIRE_BENCH_CUDA
-    if (opt.device) die("--device needs a build with CUDA");
+    if (opt.device || opt.pinned) die("--device and --mem D/P need a build with CUDA");
 #endif
     if (nranks < 2 && (opt.tests & (T_LATENCY | T_BW | T_BIBW))) die("point-to-point tests need 2 ranks");
 
@@ -449,7 +475,8 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         const char *pml = getenv("OMPI_MCA_pml");
-        printf("# gwbench: %d ranks, %s buffers, pml %s%s\n", nranks, opt.device ? "device" : "host",
+        printf("# gwbench: %d ranks, %s buffers, pml %s%s\n", nranks,
+               opt.mem ? opt.mem : opt.device ? "device" : "host",
                pml ? pml : "(default)", opt.validate ? ", validating" : "");
     }
     int pt2pt = rank < 2;

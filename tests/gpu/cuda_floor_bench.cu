@@ -336,12 +336,17 @@ int main(int argc, char** argv) {
           (void)ws->copy_and_mark(items.data(), window).value();
         }), "GB/s");
     check(cudaStreamSynchronize(ws->handle()), "sync");
+    // The whole 256 MiB as one copy, bytes read plus bytes written: the HBM
+    // rate a collective that reads and writes every buffer once is held to.
+    row("D2D 256 MiB cudaMemcpyAsync, read+write counted", 2 * gbps(one * window, s, [&] {
+          check(cudaMemcpyAsync(dst, src, one * window, cudaMemcpyDeviceToDevice, s), "memcpy");
+        }), "GB/s");
     check(cudaFree(src), "cudaFree");
     check(cudaFree(dst), "cudaFree");
   }
 
   // Pinned host <-> device bandwidth.
-  for (size_t mib : {64, 256}) {
+  for (size_t mib : {1, 4, 16, 64, 256}) {
     size_t bytes = mib << 20;
     void *h = nullptr, *d = nullptr;
     check(cudaMallocHost(&h, bytes), "cudaMallocHost");
@@ -359,7 +364,7 @@ int main(int argc, char** argv) {
 
   // Pageable host memory (malloc, touched) <-> device with a plain cudaMemcpy:
   // the reference for host buffers that are not pinned. Wall clock, median.
-  for (size_t mib : {1, 4, 64}) {
+  for (size_t mib : {1, 4, 16, 64}) {
     const size_t bytes = mib << 20;
     std::vector<char> h(bytes, 1);
     void* d = nullptr;
