@@ -177,8 +177,8 @@ if want coll; then
 fi
 if want check; then
     v() { # v <name> <np> <program> <args>: one validated run
-        local name=$1 np=$2; shift 2
-        run "chk_$name" "$(gw "$np")" "$@" -c
+        local name=$1 np=$2 prog=$3; shift 3
+        run "chk_$name" "$(gw "$np")" "$prog" -c "$@"
         echo "validation $name: $(grep -q '^rc=0' "/tmp/mps_chk_$name" && echo ok || echo FAIL), $(grep -ci fail "/tmp/mps_chk_$name") lines naming a failure"
     }
     v latency_DD 2 "$PT/osu_latency" -d cuda -m 1:4194304 -i 20 -x 2 D D
