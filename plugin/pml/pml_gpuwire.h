@@ -67,6 +67,8 @@ typedef struct {
     bool shared_staging_host;   /* ... also host messages to a receiver into GPU memory */
     size_t bounce_to_host_max;  /* ... and small device messages into host from a bounce buffer */
     size_t shared_piece_bytes;  /* largest piece of a message through the slots; 0: a slot */
+    bool shared_push;           /* host into a peer's GPU memory: this side copies */
+    size_t push_pageable_min;   /* ... from pageable memory from this size; 0: never */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

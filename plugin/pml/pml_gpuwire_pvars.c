@@ -68,6 +68,10 @@ static const struct {
           "as host messages instead of CUDA IPC because their receiver on this node takes them "
           "into pageable host memory (pml_gpuwire_shared_staging_host)",
           bounce_to_host_sends),
+    COUNTER("shared_push_sends",
+          "Host messages through the shared staging path that the sender copied into its "
+          "receiver's GPU memory itself (pml_gpuwire_shared_push)",
+          shared_push_sends),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

@@ -73,6 +73,7 @@ bool decode_chunked(const void *b, size_t n, ChunkedHeader *out)
     // What an accepted header promises the receiver.
     GW_FUZZ_REQUIRE(out->magic == kChunkedMagic && (out->flags & ~kChunkedFlags) == 0);
     GW_FUZZ_REQUIRE(!(out->flags & kChunkedFromHost) || (out->flags & kChunkedShared));
+    GW_FUZZ_REQUIRE(!(out->flags & kChunkedPushable) || (out->flags & kChunkedFromHost));
     GW_FUZZ_REQUIRE(out->chunk_bytes > 0 && out->chunk_bytes <= kMaxChunkBytes);
     GW_FUZZ_REQUIRE(chunk_tag(out->src_peer & uint32_t(kMaxRank), out->xfer_id) <= ~kDescBit);
     return true;

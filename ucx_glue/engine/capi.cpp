@@ -54,6 +54,8 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->shared_staging_host = 1;
     params->bounce_to_host_max = 4096;
     params->shared_piece_bytes = size_t{1} << 20;
+    params->shared_push = 1;
+    params->push_pageable_min = size_t{2} << 20;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

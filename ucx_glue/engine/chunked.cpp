@@ -29,7 +29,7 @@ XferSlot *Engine::slot_of_token(void *token)
 
 gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                        const void *buf, size_t len, int device, bool paced,
-                                       bool shared)
+                                       bool shared, bool pushable)
 {
     auto *x = new (std::nothrow) Xfer;
     auto *h = static_cast<ChunkedHeader *>(gw_host_buffer_alloc(sizeof(ChunkedHeader)));
@@ -62,9 +62,12 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->paced = paced;
     x->shared = shared;
     x->peer = peer;
+    x->pushable = shared && device < 0 && pushable;
     for (XferSlot &s : x->slots) s.x = x;
-    const uint32_t flags = !shared ? 0 : device >= 0 ? kChunkedShared
-                                                    : kChunkedShared | kChunkedFromHost;
+    const uint32_t flags = !shared       ? 0
+                           : device >= 0 ? kChunkedShared
+                                         : kChunkedShared | kChunkedFromHost |
+                                               (x->pushable ? kChunkedPushable : 0);
     *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk), flags};
     if (shared) {
         // The receiver's GoMessage comes on the chunk tag, once it matched.
@@ -164,6 +167,7 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         // Likewise a device sender that chose them for a receive into GPU
         // memory (IPC would have done better).
         if (!(h.flags & kChunkedFromHost) && x->device >= 0) peers_[x->peer].hinted_host = false;
+        if ((h.flags & kChunkedPushable) && x->device >= 0 && !x->discard) offer_push(*x);
         send_go(*x, h.xfer_id);
     }
     xfers_.push_back(x);
@@ -177,11 +181,12 @@ void Engine::send_go(Xfer &x, uint64_t xfer_id)
     ucp_ep_h ep = endpoint(x.peer, st);
     ucs_status_ptr_t r = nullptr;
     if (ep) {
-        x.go_msg.xfer_id = xfer_id;
-        x.go_msg.flags = x.device >= 0 ? kGoIntoDevice : 0;
-        x.go_msg.reserved = 0;
+        x.go_msg.go.xfer_id = xfer_id;
+        x.go_msg.go.flags = (x.device >= 0 ? kGoIntoDevice : 0) | (x.push_offered ? kGoPush : 0);
+        x.go_msg.go.reserved = 0;
         ucp_request_param_t rp = send_param(&Engine::on_go_sent, &x);
-        r = ucp_tag_send_nbx(ep, &x.go_msg, sizeof(x.go_msg), x.tag, &rp);
+        r = ucp_tag_send_nbx(ep, &x.go_msg, x.push_offered ? sizeof(GoPush) : sizeof(GoMessage),
+                             x.tag, &rp);
         if (UCS_PTR_IS_ERR(r)) st = from_ucs(UCS_PTR_STATUS(r));
     }
     if (!ep || UCS_PTR_IS_ERR(r)) {
@@ -191,6 +196,45 @@ void Engine::send_go(Xfer &x, uint64_t xfer_id)
         return;
     }
     x.go_req = r; // nullptr: done already
+}
+
+// Receiver of a pushable transfer into GPU memory: describes the buffer in
+// the go-ahead when CUDA IPC exports it; else the chunks come through the
+// slots as usual.
+void Engine::offer_push(Xfer &x)
+{
+    cuda::MemoryInfo mi;
+    if (!dev_->classify(x.buf, x.len, mi) || !mi.legacy_ipc_exportable()) return;
+    cuda::Status s = dev_->export_range(mi, x.buf, x.len, &x.go_msg.blob);
+    if (!s) {
+        log(GW_LOG_DEBUG, "a %zu-byte receive goes through the slots: %s", x.len,
+            s.message().c_str());
+        return;
+    }
+    x.push_offered = true;
+}
+
+// Sender of a pushable transfer whose go-ahead described the receive buffer:
+// maps it (through the process's mapping cache), or falls back to the slots.
+void Engine::start_push(Xfer &x)
+{
+    const cuda::IpcBlob &blob = x.go_msg.blob;
+    const int device = dev_ ? dev_->device_of_uuid(blob.device_uuid) : -1;
+    if (device < 0) {
+        x.push_state = -1; // its GPU is not visible here
+        return;
+    }
+    cuda::Result<cuda::IpcMapping> m = dev_->map(x.peer, blob, device);
+    if (!m || m->length() < x.len) {
+        log(GW_LOG_DEBUG, "process %u's receive buffer cannot be mapped (%s): through the slots",
+            x.peer, m ? "shorter than the message" : m.status().message().c_str());
+        x.push_state = -1;
+        return;
+    }
+    x.push_map = std::move(*m);
+    x.push_device = device;
+    x.push_state = 2;
+    ++stats_.shared_push_sends;
 }
 
 // A transfer none of whose chunks has started ends with st.
@@ -207,15 +251,19 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
     const size_t length = info->length;
     ucp_request_free(request);
     x->go_req = nullptr;
-    if (status == UCS_OK && length == sizeof(GoMessage)) {
+    const bool push = length == sizeof(GoPush) && (x->go_msg.go.flags & kGoPush);
+    if (status == UCS_OK && (length == sizeof(GoMessage) || push)) {
         x->go = true;
+        // Mapped from advance(), outside UCX's callback; a description this
+        // side did not ask for, or a malformed one, is not used.
+        if (push) x->push_state = x->pushable && cuda::validate_ipc_blob(x->go_msg.blob) ? 1 : -1;
         // A host message whose receiver takes it into host memory: the next
         // ones go the usual way again.
-        if (x->device < 0 && !(x->go_msg.flags & kGoIntoDevice))
+        if (x->device < 0 && !(x->go_msg.go.flags & kGoIntoDevice))
             x->engine->peers_[x->peer].into_device = false;
         // A device message whose receiver takes it into GPU memory: CUDA IPC
         // again for the next ones.
-        if (x->device >= 0 && (x->go_msg.flags & kGoIntoDevice))
+        if (x->device >= 0 && (x->go_msg.go.flags & kGoIntoDevice))
             x->engine->peers_[x->peer].into_host = false;
         return;
     }
@@ -263,10 +311,13 @@ bool Engine::advance(Xfer &x)
             // Slots only once the receiver has matched, so every slot lent
             // is one a receiver is working through.
             if (!x.go) break;
-            const int k = outbox_->acquire();
-            if (k < 0) break; // counted by the outbox (busy)
-            s.out_slot = k;
-            s.shared = outbox_->slot(k);
+            if (x.push_state == 1) start_push(x);
+            if (x.push_state != 2) {
+                const int k = outbox_->acquire();
+                if (k < 0) break; // counted by the outbox (busy)
+                s.out_slot = k;
+                s.shared = outbox_->slot(k);
+            }
         } else if (staged) {
             // A pinned slot, or host memory when every pinned chunk is on
             // loan: waiting for one could deadlock (a sender's slots held by
@@ -293,6 +344,19 @@ bool Engine::advance(Xfer &x)
 
 void Engine::start_chunk(Xfer &x, XferSlot &s)
 {
+    if (x.sending && x.push_state == 2) {
+        // Into the receiver's buffer; the chunk message follows the copy.
+        s.state = XferSlot::COPYING;
+        char *dst = static_cast<char *>(x.push_map.ptr()) + s.off;
+        cuda::Status cs = dev_->start_copy(dst, x.buf + s.off, s.n, x.push_device, {},
+                                           slot_token(&s));
+        if (!cs) {
+            log(GW_LOG_ERROR, "copy of a %zu-byte chunk into process %u's GPU memory failed: %s",
+                s.n, x.peer, cs.message().c_str());
+            slot_copied(s, false);
+        }
+        return;
+    }
     if (x.sending && x.shared && x.device < 0) {
         std::memcpy(s.shared, x.buf + s.off, s.n); // host memory into the slot
     } else if (x.sending && x.device >= 0) {
@@ -313,6 +377,18 @@ void Engine::start_chunk(Xfer &x, XferSlot &s)
 void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
 {
     s.state = XferSlot::WIRE;
+    if (x.sending && x.push_state == 2) {
+        // The chunk is in the receiver's buffer (bytes 0: its copy failed,
+        // which fails the receive too).
+        s.desc = SharedChunkDesc{kSharedChunkMagic, 0, 0, kPushedSlot, s.off,
+                                 s.push_failed ? 0 : s.n};
+        ucp_request_param_t rp = send_param(&Engine::on_chunk_sent, &s);
+        ucs_status_ptr_t r = ucp_tag_send_nbx(x.ep, &s.desc, sizeof(s.desc), x.tag, &rp);
+        if (r == nullptr || UCS_PTR_IS_ERR(r))
+            chunk_done(s, r == nullptr ? (s.push_failed ? GW_ERR_TRANSPORT : GW_OK)
+                                       : from_ucs(UCS_PTR_STATUS(r)));
+        return;
+    }
     if (x.sending && x.shared) {
         // The chunk is in the slot: the slot goes to the receiver, the
         // message only says where it is.
@@ -357,7 +433,9 @@ void Engine::on_chunk_sent(void *request, ucs_status_t status, void *user_data)
 {
     auto *s = static_cast<XferSlot *>(user_data);
     ucp_request_free(request);
-    s->x->engine->chunk_done(*s, from_ucs(status));
+    gw_status_t st = from_ucs(status);
+    if (st == GW_OK && s->push_failed) st = GW_ERR_TRANSPORT;
+    s->x->engine->chunk_done(*s, st);
 }
 
 void Engine::on_chunk_received(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
@@ -402,9 +480,12 @@ void Engine::shared_chunk_received(Xfer &x, XferSlot &s, size_t length, gw_statu
     const void *src = nullptr;
     if (st == GW_OK) {
         if (!decode_shared_chunk(&s.desc, length, &s.desc) || s.desc.offset != s.off ||
-            s.desc.bytes != s.n) {
+            s.desc.bytes != s.n || (s.desc.slot == kPushedSlot && !x.push_offered)) {
             log(GW_LOG_ERROR, "malformed shared-staging chunk from process %u", x.peer);
             st = GW_ERR_TRANSPORT;
+        } else if (s.desc.slot == kPushedSlot) {
+            // The sender copied it into place already.
+            return chunk_done(s, GW_OK);
         } else {
             // Pinned in the context of the first GPU that receives this way
             // (portable: usable by every GPU), so no other GPU gets a context.
@@ -456,6 +537,7 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
     s.pinned.reset();
     gw_host_buffer_free(s.heap);
     s.heap = nullptr;
+    s.push_failed = false;
     s.state = XferSlot::FREE;
     if (s.counted) {
         recv_posted_bytes_ -= s.n;
@@ -469,6 +551,12 @@ void Engine::chunk_done(XferSlot &s, gw_status_t st)
 void Engine::slot_copied(XferSlot &s, bool ok)
 {
     Xfer &x = *s.x;
+    if (x.sending && x.push_state == 2) {
+        // Pushed: the receiver hears of the chunk either way.
+        s.push_failed = !ok;
+        chunk_on_wire(x, s);
+        return;
+    }
     if (!ok) {
         chunk_done(s, GW_ERR_TRANSPORT);
     } else if (x.sending) {

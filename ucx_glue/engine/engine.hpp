@@ -170,6 +170,7 @@ struct XferSlot {
     size_t off = 0, n = 0;
     void *ucx_req = nullptr; // receiving: UCX's request while posted
     bool counted = false;    // receiving: in the engine's posted bytes
+    bool push_failed = false; // sending, pushed: the copy into the receiver's buffer failed
     enum State : uint8_t { FREE, COPYING, WIRE } state = FREE;
 };
 struct Xfer {
@@ -191,7 +192,14 @@ struct Xfer {
     bool go = false;     // shared, sending: the receiver has matched (GoMessage)
     void *go_req = nullptr; // UCX's request of the GoMessage (received or sent) while pending
     uint32_t peer = 0;   // the other process
-    GoMessage go_msg{};
+    // Host memory into GPU memory, pushed (kChunkedPushable, kGoPush): the
+    // sender copies each chunk into the receiver's buffer, mapped here.
+    bool pushable = false;     // sending: offered in the header
+    bool push_offered = false; // receiving: the go-ahead described the buffer
+    int push_state = 0;        // sending: 0 no, 1 described, 2 mapped, -1 through the slots
+    int push_device = -1;      // sending: the GPU of the mapping
+    cuda::IpcMapping push_map;
+    GoPush go_msg{};           // .go alone unless kGoPush
     void *scratch = nullptr; // discarding: where the chunks land
     gw_status_t status = GW_OK;
     XferSlot slots[kXferSlots];
@@ -380,7 +388,7 @@ private:
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
-                              bool shared);
+                              bool shared, bool pushable = false);
     gw_status_t start_ipc(Guard &guard, const SendArgs &a, const cuda::MemoryInfo &mi);
     gw_status_t start_ucx_device(Guard &guard, const SendArgs &a);
     gw_status_t start_staged(Guard &guard, const SendArgs &a, SendPath path);
@@ -451,8 +459,10 @@ private:
     // Chunked transfers (chunked.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                    const void *buf, size_t len, int device, bool paced,
-                                   bool shared = false);
+                                   bool shared = false, bool pushable = false);
     void send_go(Xfer &x, uint64_t xfer_id);
+    void offer_push(Xfer &x);
+    void start_push(Xfer &x);
     void fail_unstarted(Xfer &x, gw_status_t st);
     void start_chunked_recv(RecvOp *op, const ChunkedHeader &h);
     void advance_xfers();

@@ -101,7 +101,12 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     case SendPath::host_paced: return start_chunked(guard, a, -1, true, false);
     case SendPath::host_shared:
         ++stats_.shared_host_sends;
-        return start_chunked(guard, a, -1, false, true);
+        // Pinned memory takes a DMA straight into the receiver's buffer; a
+        // large pageable one a cudaMemcpy (which stages it itself).
+        return start_chunked(guard, a, -1, false, true,
+                             params_.shared_push &&
+                                 (mi.kind == cuda::MemoryKind::pinned_host ||
+                                  (params_.push_pageable_min && len >= params_.push_pageable_min)));
     case SendPath::ipc: return start_ipc(guard, a, mi);
     case SendPath::ucx_device: return start_ucx_device(guard, a);
     case SendPath::staged_shared:
@@ -144,12 +149,12 @@ SendOp *Engine::send_op(gw_request_t *req)
 // a receiver's GPU memory and staged device messages through shared slots or
 // pinned chunks.
 gw_status_t Engine::start_chunked(Guard &guard, const SendArgs &a,
-                                  int device, bool paced, bool shared)
+                                  int device, bool paced, bool shared, bool pushable)
 {
     ++stats_.sends;
     stats_.bytes_sent += a.len;
     const gw_status_t st = start_chunked_send(send_op(a.req), a.ep, a.peer, a.wire_tag, a.buf,
-                                              a.len, device, paced, shared);
+                                              a.len, device, paced, shared, pushable);
     guard.unlock();
     run_completions();
     return st;

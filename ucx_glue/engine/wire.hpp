@@ -169,7 +169,11 @@ constexpr uint32_t kChunkedShared = 1;
 // With kChunkedShared: the sender's buffer is host memory (it went through
 // the slots because the receiver said it receives into GPU memory).
 constexpr uint32_t kChunkedFromHost = 2;
-constexpr uint32_t kChunkedFlags = kChunkedShared | kChunkedFromHost;
+// With kChunkedFromHost: the sender can copy into the receiver's GPU memory
+// itself (its buffer is pinned, or large enough for a pageable DMA to pay):
+// a receiver into memory CUDA IPC exports sends a GoPush.
+constexpr uint32_t kChunkedPushable = 4;
+constexpr uint32_t kChunkedFlags = kChunkedShared | kChunkedFromHost | kChunkedPushable;
 static_assert(sizeof(ChunkedHeader) == 32);
 static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
 
@@ -180,6 +184,7 @@ inline bool decode_chunked_header(const void *bytes, size_t length, ChunkedHeade
     return decode_exact(bytes, length, out, [](const ChunkedHeader &h) {
         return h.magic == kChunkedMagic && (h.flags & ~kChunkedFlags) == 0 &&
                (!(h.flags & kChunkedFromHost) || (h.flags & kChunkedShared)) &&
+               (!(h.flags & kChunkedPushable) || (h.flags & kChunkedFromHost)) &&
                h.chunk_bytes > 0 && h.chunk_bytes <= kMaxChunkBytes;
     });
 }
@@ -221,7 +226,16 @@ struct GoMessage {
     uint32_t reserved;
 };
 constexpr uint32_t kGoIntoDevice = 1;
+// The go-ahead carries an IPC description of the receive buffer (GoPush):
+// the sender copies each chunk into it and sends a chunk message whose slot
+// is kPushedSlot once its copy is done.
+constexpr uint32_t kGoPush = 2;
 static_assert(sizeof(GoMessage) == 16);
+struct GoPush {
+    GoMessage go;
+    cuda::IpcBlob blob;
+};
+constexpr uint32_t kPushedSlot = 0xffffffffu;
 
 // A receiver on this node took a large message from this sender the slow
 // way: a host message into GPU memory through host memory (into =

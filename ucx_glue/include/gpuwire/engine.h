@@ -209,6 +209,12 @@ typedef struct {
      * smaller pieces let the sender's DMA of one overlap the receiver's
      * memcpy of the one before. 0: a slot. */
     size_t shared_piece_bytes;
+    /* Host messages through the slots to a receiver into GPU memory that
+     * CUDA IPC exports: nonzero lets the sender copy into that buffer itself,
+     * from pinned host memory (one DMA), or from pageable host memory of at
+     * least push_pageable_min bytes (0: never). */
+    int shared_push;
+    size_t push_pageable_min;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -361,6 +367,9 @@ typedef struct {
      * buffer as host messages instead of CUDA IPC (their receiver takes them
      * into pageable host memory) */
     uint64_t bounce_to_host_sends;
+    /* of shared_host_sends, those this process copied into the receiver's
+     * GPU memory itself (pml_gpuwire_shared_push) */
+    uint64_t shared_push_sends;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
