@@ -4,7 +4,8 @@
  * non-blocking) as point-to-point messages on the application's buffers,
  * which pml gpuwire carries. A 1-D ring (periodic) and a 1-D line (the ends
  * have MPI_PROC_NULL neighbours, whose blocks must stay untouched);
- * allgather and alltoall, blocking and not, counts 1, odd and large.
+ * allgather and alltoall, their v forms and alltoallw, blocking and not,
+ * counts 1, odd and large.
  *
  * Rank q's block b, element i: value(q, b, i). In allgather every rank sends
  * block 0; in alltoall block 0 goes to the lower neighbour, 1 to the higher.
@@ -30,7 +31,46 @@ static int *dev_from(const int *img, long n)
     return d;
 }
 
-static void run(MPI_Comm cart, bool alltoall, bool nb, long c, const char *shape)
+enum form { F_PLAIN, F_V, F_W };
+static const char *form_name[] = {"", "v", "w"};
+
+/* One call of the kind asked for; the v and w forms describe the same
+ * blocks as the plain ones (counts c, displacements 0 and c elements). */
+static void call(MPI_Comm cart, bool alltoall, enum form f, bool nb, long c, int *sd, int *rd,
+                 MPI_Request *req)
+{
+    const int n = (int)c, counts[2] = {n, n}, displs[2] = {0, n};
+    const int bytes[2] = {0, n * (int)sizeof(int)};
+    const MPI_Datatype types[2] = {MPI_INT, MPI_INT};
+    if (F_W == f) {
+        MT_CHECK_MPI(nb ? MPI_Ineighbor_alltoallw(sd, counts, (const MPI_Aint[]){bytes[0], bytes[1]},
+                                                  types, rd, counts,
+                                                  (const MPI_Aint[]){bytes[0], bytes[1]}, types,
+                                                  cart, req)
+                        : MPI_Neighbor_alltoallw(sd, counts, (const MPI_Aint[]){bytes[0], bytes[1]},
+                                                 types, rd, counts,
+                                                 (const MPI_Aint[]){bytes[0], bytes[1]}, types,
+                                                 cart));
+    } else if (F_V == f && alltoall) {
+        MT_CHECK_MPI(nb ? MPI_Ineighbor_alltoallv(sd, counts, displs, MPI_INT, rd, counts, displs,
+                                                  MPI_INT, cart, req)
+                        : MPI_Neighbor_alltoallv(sd, counts, displs, MPI_INT, rd, counts, displs,
+                                                 MPI_INT, cart));
+    } else if (F_V == f) {
+        MT_CHECK_MPI(nb ? MPI_Ineighbor_allgatherv(sd, n, MPI_INT, rd, counts, displs, MPI_INT,
+                                                   cart, req)
+                        : MPI_Neighbor_allgatherv(sd, n, MPI_INT, rd, counts, displs, MPI_INT,
+                                                  cart));
+    } else if (alltoall) {
+        MT_CHECK_MPI(nb ? MPI_Ineighbor_alltoall(sd, n, MPI_INT, rd, n, MPI_INT, cart, req)
+                        : MPI_Neighbor_alltoall(sd, n, MPI_INT, rd, n, MPI_INT, cart));
+    } else {
+        MT_CHECK_MPI(nb ? MPI_Ineighbor_allgather(sd, n, MPI_INT, rd, n, MPI_INT, cart, req)
+                        : MPI_Neighbor_allgather(sd, n, MPI_INT, rd, n, MPI_INT, cart));
+    }
+}
+
+static void run(MPI_Comm cart, bool alltoall, enum form f, bool nb, long c, const char *shape)
 {
     int me, lo, hi;
     MPI_Comm_rank(cart, &me);
@@ -42,16 +82,7 @@ static void run(MPI_Comm cart, bool alltoall, bool nb, long c, const char *shape
     }
     int *sd = dev_from(simg, 2 * c), *rd = dev_from(rimg, 2 * c);
     MPI_Request req = MPI_REQUEST_NULL;
-    if (alltoall && nb) {
-        MT_CHECK_MPI(MPI_Ineighbor_alltoall(sd, (int)c, MPI_INT, rd, (int)c, MPI_INT, cart, &req));
-    } else if (alltoall) {
-        MT_CHECK_MPI(MPI_Neighbor_alltoall(sd, (int)c, MPI_INT, rd, (int)c, MPI_INT, cart));
-    } else if (nb) {
-        MT_CHECK_MPI(MPI_Ineighbor_allgather(sd, (int)c, MPI_INT, rd, (int)c, MPI_INT, cart,
-                                             &req));
-    } else {
-        MT_CHECK_MPI(MPI_Neighbor_allgather(sd, (int)c, MPI_INT, rd, (int)c, MPI_INT, cart));
-    }
+    call(cart, alltoall, f, nb, c, sd, rd, &req);
     MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     CUDA_OK(cudaMemcpy(rimg, rd, 2 * c * sizeof(int), cudaMemcpyDeviceToHost));
     /* Block 0 comes from the lower neighbour, block 1 from the higher. */
@@ -63,8 +94,9 @@ static void run(MPI_Comm cart, bool alltoall, bool nb, long c, const char *shape
         if (rimg[i] != want && 0 == bad++) first = i;
     }
     if (bad) {
-        mt_fail(__FILE__, __LINE__, "%s neighbor_%s%s count %ld: %ld wrong ints, first at %ld",
-                shape, nb ? "i" : "", alltoall ? "alltoall" : "allgather", c, bad, first);
+        mt_fail(__FILE__, __LINE__, "%s neighbor_%s%s%s count %ld: %ld wrong ints, first at %ld",
+                shape, nb ? "i" : "", alltoall ? "alltoall" : "allgather", form_name[f], c, bad,
+                first);
     }
     CUDA_OK(cudaMemcpy(simg + c, sd + c, c * sizeof(int), cudaMemcpyDeviceToHost));
     for (long i = 0; i < c; ++i) {
@@ -91,8 +123,13 @@ int main(int argc, char **argv)
         const int dims[1] = {n}, periods[1] = {periodic};
         MT_CHECK_MPI(MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart));
         for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
-            for (int form = 0; form < 4; ++form) {
-                run(cart, form & 1, form & 2, counts[k], periodic ? "ring" : "line");
+            /* allgather, alltoall, allgatherv, alltoallv, alltoallw; each
+             * blocking and not */
+            for (int form = 0; form < 10; ++form) {
+                const int kind = form / 2;
+                const enum form f = kind < 2 ? F_PLAIN : kind < 4 ? F_V : F_W;
+                run(cart, kind == 1 || kind == 3 || kind == 4, f, form & 1, counts[k],
+                    periodic ? "ring" : "line");
             }
         }
         MT_CHECK_MPI(MPI_Comm_free(&cart));
