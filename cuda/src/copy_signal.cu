@@ -32,11 +32,32 @@ struct CopyBatch {
   int n;
 };
 
+// Each thread has up to kRows loads in flight before their stores: a
+// block's share is a few rows of blockDim words, so a small copy costs about
+// one memory latency (a load from a peer's mapping is the slow part), not
+// one per row.
+constexpr int kRows = 4;
+
 template <class T>
 __device__ void copy_words(char* dst, const char* src, size_t begin, size_t end) {
   T* d = reinterpret_cast<T*>(dst);
   const T* s = reinterpret_cast<const T*>(src);
-  for (size_t i = begin / sizeof(T) + threadIdx.x; i < end / sizeof(T); i += blockDim.x) d[i] = s[i];
+  const size_t n = end / sizeof(T), step = blockDim.x;
+  size_t i = begin / sizeof(T) + threadIdx.x;
+  for (; i + (kRows - 1) * step < n; i += kRows * step) {
+    T v[kRows];
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) v[k] = s[i + k * step];
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) d[i + k * step] = v[k];
+  }
+  T v[kRows];  // the last rows, fewer than kRows
+#pragma unroll
+  for (int k = 0; k < kRows; ++k)
+    if (i + k * step < n) v[k] = s[i + k * step];
+#pragma unroll
+  for (int k = 0; k < kRows; ++k)
+    if (i + k * step < n) d[i + k * step] = v[k];
 }
 
 // Bytes [begin, end) of one item; begin and end are multiples of 16 but for
