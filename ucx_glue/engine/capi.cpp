@@ -54,7 +54,7 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->shared_staging_host = 1;
     params->bounce_to_host_max = 4096;
     params->shared_piece_bytes = size_t{1} << 20;
-    params->shared_push = 1;
+    params->shared_push = 0; // on once measured on a GPU machine
     params->push_pageable_min = size_t{2} << 20;
 }
 
