@@ -42,7 +42,7 @@ static inline void count(unsigned long long *counter)
 
 /* One classification per significant buffer; host memory answers from the
  * classifier's cache without a driver call. */
-static int classify(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
+int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
 {
     char why[256];
     *kind = GW_MEM_HOST;
@@ -159,7 +159,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * not go by yet, it ends here and they go by it from now on. */
     if (NULL == request && GW_NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, a->comm);
     gw_coll_regions(a, r);
-    int rc = classify(r, &kind);
+    int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
 
     if (GW_MEM_HOST == kind) count(&gw_core_counters()->coll_passthrough_calls);
@@ -212,7 +212,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
     if (mca_coll_gpuwire.device_ready) {
         gw_coll_region_t r[GW_REGION_COUNT];
         gw_coll_regions(a, r);
-        const int rc = classify(r, &kind);
+        const int rc = gw_coll_classify_regions(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }
     /* Nonlocal, so a place every rank passes in the same order: a set-up

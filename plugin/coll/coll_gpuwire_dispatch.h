@@ -105,6 +105,10 @@ int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT]);
 
 typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
 
+/* Classifies each significant region (on_gpu, gpu, unordered set); *kind is
+ * GW_MEM_DEVICE when any of them is GPU memory. */
+int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind);
+
 typedef struct {
     const char *name;
     /* Whether this algorithm runs the call; NULL: always. Asked on every

@@ -160,14 +160,19 @@ OBJ_CLASS_INSTANCE(mca_coll_gpuwire_module_t, mca_coll_base_module_t, module_con
 mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority)
 {
-    /* MPI has no scan/exscan on inter-communicators and the inter modules
-     * work differently: intra-communicators only. */
-    if (OMPI_COMM_IS_INTER(comm) || mca_coll_gpuwire.priority < 0) return NULL;
+    if (mca_coll_gpuwire.priority < 0) return NULL;
 
     mca_coll_gpuwire_module_t *m = OBJ_NEW(mca_coll_gpuwire_module_t);
     if (NULL == m) return NULL;
     m->super.coll_module_enable = module_enable;
-    gw_coll_entry_install(&m->super);
+    /* On inter-communicators coll/inter composes the blocking forms of
+     * intra-communicator calls; only libnbc's reductions need this module
+     * (coll_gpuwire_inter.c). */
+    if (OMPI_COMM_IS_INTER(comm)) {
+        gw_coll_inter_install(&m->super);
+    } else {
+        gw_coll_entry_install(&m->super);
+    }
     *priority = mca_coll_gpuwire.priority;
     return &m->super;
 }

@@ -1,6 +1,7 @@
 /*
  * Collectives on an inter-communicator with device buffers. coll gpuwire
- * declines inter-communicators: Open MPI's coll/inter runs them, composed
+ * provides only the non-blocking reductions there (coll_inter_nb.c tests
+ * them): Open MPI's coll/inter runs these blocking ones, composed
  * of collectives on each group's local (intra) communicator, where coll
  * gpuwire takes the device buffers, and point-to-point between the groups'
  * roots, which pml gpuwire carries. Groups: even and odd world ranks (2 and
