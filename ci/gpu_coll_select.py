@@ -13,7 +13,8 @@
     gpu_coll_select.py report --dir D --np N --colls "C ..."
         The Markdown table: collective | bytes | default | best forced
         (which) | default/best, from D/npN_C_default_<r>.txt against the
-        forced runs; ratios above 1.05 flagged. Exit 1 when one is.
+        forced runs; ratios above 1.05 flagged; then one line per collective
+        (its worst size). Exit 1 when a ratio is above 1.05.
 """
 import argparse
 import glob
@@ -101,7 +102,7 @@ def table(args):
 def report(args):
     print(f"| collective | bytes | default (us) | best forced (us, which) | default/best |")
     print("| --- | --- | --- | --- | --- |")
-    flagged = 0
+    flagged, worst = 0, {}
     for coll in args.colls.split():
         default = medians(args.dir, args.np, coll, "default")
         data = {a: medians(args.dir, args.np, coll, a)
@@ -114,11 +115,19 @@ def report(args):
             ratio = default[s] / cands[a] if cands[a] > 0 else float("inf")
             flag = " **> 1.05**" if ratio > LIMIT else ""
             flagged += ratio > LIMIT
+            worst.setdefault(coll, []).append((ratio, s))
             print(f"| {coll} | {s} | {default[s]:.2f} | {cands[a]:.2f} ({a}) | "
                   f"{ratio:.3f}{flag} |")
         if not default:
             print(f"| {coll} | - | no default run | - | - |")
     print(f"\n{args.np} ranks: {flagged} row(s) above {LIMIT}")
+    # One line per collective for docs/performance.md: the worst size.
+    print("\n| collective, ranks | sizes | worst default/best (bytes) | sizes above 1.05 |")
+    print("| --- | --- | --- | --- |")
+    for coll, rows in worst.items():
+        r, s = max(rows)
+        print(f"| {coll}, {args.np} | {len(rows)} | {r:.3f} ({s}) | "
+              f"{sum(x > LIMIT for x, _ in rows)} |")
     return 1 if flagged else 0
 
 
