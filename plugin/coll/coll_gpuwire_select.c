@@ -122,8 +122,15 @@ static void compute_key(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t
         ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
         all_local = all_local && NULL != p && OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags);
         if (NULL != names) {
+            /* Open MPI 4.1 and 5.0 fetch every host name at MPI_Init (below
+             * ompi_hostname_cutoff ranks, unlimited by default). */
             const char *h = NULL == p ? NULL : opal_get_proc_hostname(&p->super);
-            names[r] = NULL == h ? "?" : h;
+            if (NULL == h || 0 == strcmp(h, "unknown")) {
+                free(names);
+                names = NULL;
+            } else {
+                names[r] = h;
+            }
         }
     }
     if (!all_local && NULL != names) {
@@ -139,7 +146,7 @@ static void compute_key(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t
         k->nodes = nodes;
         k->ppn = most;
     } else if (!all_local) {
-        k->nodes = GW_SEL_ANY; /* no memory for the names: only '*' rows match */
+        k->nodes = GW_SEL_ANY; /* names unknown: only '*' rows match */
         k->ppn = GW_SEL_ANY;
     }
     free(names);
@@ -203,8 +210,9 @@ int gw_coll_select(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
     int row;
     const gw_sel_algo_t algo = gw_sel_lookup(&table, c, &k, bytes, &row);
     COLL_GPUWIRE_VERBOSE(20, "%s of %llu bytes, topology ranks %d nodes %d ppn %d gpn %d rpg %d "
-                             "nvlink %d: %s (%s row %d)",
+                             "nvlink %d: %s (%s table, %s %d)",
                          gw_sel_coll_name(c), (unsigned long long)bytes, k.ranks, k.nodes, k.ppn,
-                         k.gpn, k.rpg, k.nvlink, gw_sel_algo_name(algo), table.source, row + 1);
+                         k.gpn, k.rpg, k.nvlink, gw_sel_algo_name(algo), table.source,
+                         row < 0 ? "no row: the built-in rules" : "row", row + 1);
     return algo;
 }
