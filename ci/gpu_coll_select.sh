@@ -69,7 +69,7 @@ prefix() { # <np>
 osu() {
     local np=$1 coll=$2 f=$3; shift 3
     : >"$f"
-    local band
+    local band m i x
     for band in "8:8192 200 20" "16384:$MAX 20 3"; do
         read -r m i x <<<"$band"
         # shellcheck disable=SC2046
