@@ -5,18 +5,21 @@
 # Allreduce, Bcast, Allgather, Alltoall, Reduce and Reduce_scatter on device
 # buffers (-d cuda, 8 B .. 64 MiB) under every algorithm gpuwire can be
 # forced to (nvlink, device, chain, staged), each run SEL_R times (median);
-# the best per size, merged into ranges, becomes $OUT/select_np<np>.txt (the
-# table format of coll_gpuwire_select_file). Then the default, reading that
-# table, runs SEL_R times too, and a Markdown table says, per collective and
-# size, the default against the best forced algorithm; rows above 1.05 are
-# flagged. $OUT/select_table.txt holds every np's rows (for
-# plugin/coll/select_table.txt).
+# the best per size, merged into ranges, becomes that np's table (the format
+# of coll_gpuwire_select_file). Then the default, reading that table, runs
+# SEL_R times too, and a Markdown report says, per collective and size, the
+# default against the best forced algorithm; rows above 1.05 are flagged.
+# Three files in <out dir>, kept up to date after each collective (the GPU
+# machine returns at most 8 files):
+#   select_table.txt     every np's rows (for plugin/coll/select_table.txt)
+#   select_report.md     the reports, each np's after its last collective
+#   select_runs.tar.gz   every run's output and exit status (rc=N), the tables
 # Environment: SEL_R (3), SEL_TIMEOUT (seconds per run, 90), SEL_COLLS (the
 # collectives), SEL_MAX (largest size, 67108864), SEL_BUDGET (seconds: no
-# collective starts after it, unlimited by default), OSU_DIR (OSU's mpi/
-# folder; default .ref/osu-install/libexec/osu-micro-benchmarks/mpi).
-# Each run's output and rc are in $OUT/sel/; a missing benchmark is one
-# line and its collective is skipped. Exit status 0 when every measured
+# collective starts after it, unlimited by default), SEL_WORK (the runs'
+# folder, default a new one under /tmp), OSU_DIR (OSU's mpi/ folder; default
+# .ref/osu-install/libexec/osu-micro-benchmarks/mpi). A missing benchmark is
+# one line and its collective is skipped. Exit status 0 when every measured
 # row is within 1.05, 1 otherwise, 77 without a GPU.
 set -uo pipefail
 BUILD=$(cd "$1" && pwd)
@@ -29,7 +32,8 @@ BUDGET=${SEL_BUDGET:-100000}
 COLLS=${SEL_COLLS:-"allreduce bcast allgather alltoall reduce reduce_scatter"}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OSU=${OSU_DIR:-$HERE/../.ref/osu-install/libexec/osu-micro-benchmarks/mpi}/collective
-mkdir -p "$OUT/sel"
+WORK=${SEL_WORK:-$(mktemp -d /tmp/gw_select.XXXXXX)}
+mkdir -p "$OUT" "$WORK/sel"
 [ -f "$BUILD/components/mca_coll_gpuwire.so" ] || {
     echo "gpu_coll_select.sh: no $BUILD/components/mca_coll_gpuwire.so; build mca_coll_gpuwire first"
     exit 1
@@ -82,9 +86,16 @@ osu() {
 GPN=1 # every rank on GPU 0 (CUDA_VISIBLE_DEVICES=0)
 START=$(date +%s)
 : >"$OUT/select_table.txt"
+: >"$OUT/select_report.md"
+# What <out dir> holds so far: the tables, and the runs packed.
+publish() {
+    cat "$WORK"/select_np*.txt >"$OUT/select_table.txt" 2>/dev/null
+    tar -czf "$OUT/select_runs.tar.gz" -C "$WORK" . 2>/dev/null
+}
 status=0
 for np in $NPS; do
-    : >"$OUT/select_np$np.txt"
+    table=$WORK/select_np$np.txt
+    : >"$table"
     done_colls=""
     for c in $COLLS; do
         if [ ! -x "$OSU/osu_$c" ]; then
@@ -98,23 +109,25 @@ for np in $NPS; do
         for a in $(algos_of "$c" "$np"); do
             for r in $(seq 1 "$R"); do
                 # shellcheck disable=SC2086
-                osu "$np" "$c" "$OUT/sel/np${np}_${c}_${a}_$r.txt" ${FORCE[$a]}
+                osu "$np" "$c" "$WORK/sel/np${np}_${c}_${a}_$r.txt" ${FORCE[$a]}
             done
         done
         # This collective's rows join the table the default runs read.
-        python3 "$HERE/gpu_coll_select.py" table --dir "$OUT/sel" --np "$np" --gpn "$GPN" \
-            --coll "$c" >>"$OUT/select_np$np.txt" || { echo "np $np $c: no rows"; status=1; }
+        python3 "$HERE/gpu_coll_select.py" table --dir "$WORK/sel" --np "$np" --gpn "$GPN" \
+            --coll "$c" >>"$table" || { echo "np $np $c: no rows"; status=1; }
         for r in $(seq 1 "$R"); do
-            osu "$np" "$c" "$OUT/sel/np${np}_${c}_default_$r.txt" \
-                --mca coll_gpuwire_select_file "$OUT/select_np$np.txt"
+            osu "$np" "$c" "$WORK/sel/np${np}_${c}_default_$r.txt" \
+                --mca coll_gpuwire_select_file "$table"
         done
         done_colls="$done_colls $c"
-        echo "np $np $c: measured $(date +%T); rc of the runs: $(grep -ho 'rc=[0-9]*' "$OUT/sel/np${np}_${c}_"*.txt | sort | uniq -c | tr -s ' \n' ' ')"
+        echo "np $np $c: measured $(date +%T); rc of the runs: $(grep -ho 'rc=[0-9]*' "$WORK/sel/np${np}_${c}_"*.txt | sort | uniq -c | tr -s ' \n' ' ')"
+        publish
     done
-    cat "$OUT/select_np$np.txt" >>"$OUT/select_table.txt"
     [ -n "$done_colls" ] || continue
-    python3 "$HERE/gpu_coll_select.py" report --dir "$OUT/sel" --np "$np" --colls "$done_colls" \
-        >"$OUT/select_report_np$np.md" || status=1
-    cat "$OUT/select_report_np$np.md"
+    python3 "$HERE/gpu_coll_select.py" report --dir "$WORK/sel" --np "$np" --colls "$done_colls" \
+        >"$WORK/select_report_np$np.md" || status=1
+    cat "$WORK/select_report_np$np.md" >>"$OUT/select_report.md"
+    cat "$WORK/select_report_np$np.md"
+    publish
 done
 exit $status

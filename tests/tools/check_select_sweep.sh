@@ -14,9 +14,9 @@ OUT=$(mktemp -d /tmp/gw_select_sweep.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-sweep() { # <out dir> <np list> [env...]
+sweep() { # <out dir> <np list> [env...]: the runs in <out dir>.work
     local out=$1 nps=$2; shift 2
-    env PATH="$HERE/bin:$PATH" OSU_DIR="$HERE/osu" SEL_R=1 "$@" \
+    env PATH="$HERE/bin:$PATH" OSU_DIR="$HERE/osu" SEL_R=1 SEL_WORK="$out.work" "$@" \
         bash "$SRC/ci/gpu_coll_select.sh" "$BUILD" "$out" "$nps" >"$out.log" 2>&1
 }
 
@@ -40,12 +40,15 @@ grep -q "^alltoall" "$t" && bad "alltoall has rows without its benchmark"
 grep -q "no .*osu_alltoall: alltoall not measured" "$OUT/a.log" || bad "no line for the missing benchmark"
 grep -q "^2 ranks: 0 row(s) above 1.05" "$OUT/a.log" || bad "np 2 report: $(grep ranks: "$OUT/a.log")"
 grep -q "^4 ranks: 0 row(s) above 1.05" "$OUT/a.log" || bad "np 4 report: $(grep ranks: "$OUT/a.log")"
-grep -q "^| bcast | 67108864 | .* (chain) | 1.000 |" "$OUT/a/select_report_np4.md" ||
+[ "$(ls "$OUT/a")" = "$(printf 'select_report.md\nselect_runs.tar.gz\nselect_table.txt')" ] ||
+    bad "the out dir holds: $(ls "$OUT/a")"
+tar -tzf "$OUT/a/select_runs.tar.gz" | grep -q "sel/np4_bcast_chain_1.txt" || bad "the runs are not packed"
+grep -q "^| bcast | 67108864 | .* (chain) | 1.000 |" "$OUT/a/select_report.md" ||
     bad "np 4 report lacks bcast 64 MiB by the chain"
 
 # A forced algorithm whose runs fail: its rc is recorded, the others win.
 sweep "$OUT/b" 2 FAKE_SEL_FAIL=nvlink SEL_COLLS=allreduce
-grep -q "rc=1" "$OUT/b/sel/np2_allreduce_nvlink_1.txt" || bad "the failed run's rc is not kept"
+grep -q "rc=1" "$OUT/b.work/sel/np2_allreduce_nvlink_1.txt" || bad "the failed run's rc is not kept"
 tr -s ' ' <"$OUT/b/select_table.txt" | grep -qFx "allreduce 2 1 2 1 2 1 0 * device" ||
     bad "without nvlink: $(cat "$OUT/b/select_table.txt")"
 
@@ -53,8 +56,8 @@ tr -s ' ' <"$OUT/b/select_table.txt" | grep -qFx "allreduce 2 1 2 1 2 1 0 * devi
 sweep "$OUT/c" 2 FAKE_SEL_DEFAULT_FACTOR=1.1 SEL_COLLS=reduce
 rc=$?
 [ $rc -eq 1 ] || bad "a slow default exited $rc"
-grep -q "^| reduce | 8 | .* | 1.100 \*\*> 1.05\*\* |" "$OUT/c/select_report_np2.md" ||
-    bad "the slow default is not flagged: $(head -4 "$OUT/c/select_report_np2.md")"
+grep -q "^| reduce | 8 | .* | 1.100 \*\*> 1.05\*\* |" "$OUT/c/select_report.md" ||
+    bad "the slow default is not flagged: $(head -4 "$OUT/c/select_report.md")"
 
 [ $fail -eq 0 ] && echo "select sweep: all checks passed"
 exit $fail
