@@ -5,7 +5,10 @@
 #   device run: carry [".deps"] (made by ci/deps_for_gpu.sh), optional ".ref"
 #   with reference programs built elsewhere. Usage: ci/gpu.sh [quick|mps]
 #   (mps: build, then only ci/gpu_mps.sh: two ranks on one GPU under CUDA MPS
-#   beside the CUDA floors, for machines with one GPU; no tests).
+#   beside the CUDA floors, for machines with one GPU; no tests. select: build
+#   the components, then only ci/gpu_coll_select.sh for the ranks of
+#   GPU_SELECT_NP, default "2 4": the selection table's rows and the default
+#   against every forced algorithm, select_*.* in $OUT; no tests).
 #   GPU_CTEST_ARGS: ctest selection (default: every test), e.g. "-L gpu";
 #   GPU_SAN_TIMEOUT: seconds per compute-sanitizer run (default 240);
 #   GPU_SANITIZER=0 skips compute-sanitizer over the kernel tests;
@@ -37,6 +40,7 @@ note "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq
 
 TARGETS=()
 [ "${1:-}" = "mps" ] && TARGETS=(--target mca_pml_gpuwire mca_coll_gpuwire gwbench cuda_floor_bench)
+[ "${1:-}" = "select" ] && TARGETS=(--target mca_pml_gpuwire mca_coll_gpuwire)
 t0=$(date +%s)
 "$CMAKE" -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUWIRE_UCX_ROOT="$ROOT/.deps/ucx" -DCMAKE_PREFIX_PATH="$ROOT/.deps/catch2/usr" \
@@ -45,6 +49,15 @@ t0=$(date +%s)
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - t0 )) s"
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi
+
+if [ "${1:-}" = "select" ]; then
+    ci/gpu_coll_select.sh "$BUILD" "$OUT" "${GPU_SELECT_NP:-2 4}"
+    note "gpu_coll_select.sh: rc=$? (1: a default above 1.05 of the best; select_report.md)"
+    echo
+    echo "================ summary ================"
+    printf '%s\n' "${summary[@]}"
+    exit 0
+fi
 
 if [ "${1:-}" = "mps" ]; then
     # GPU_BASE_SRC: the source of an earlier tree (e.g. `git archive REV`

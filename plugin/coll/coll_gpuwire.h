@@ -20,6 +20,7 @@
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
 #include "gpuwire/core.h"
+#include "gpuwire_select.h"
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/base/base.h"
@@ -240,6 +241,11 @@ typedef struct {
      * until none is left behind, so that every rank starts the
      * sub-communicators' collectives in one order. */
     uint64_t hier_nb_issued, hier_nb_passed;
+
+    /* The communicator's topology as the selection table keys it
+     * (coll_gpuwire_select.c), computed at its first lookup. */
+    gw_sel_key_t sel_key;
+    bool sel_key_ready;
 } mca_coll_gpuwire_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_gpuwire_module_t);
@@ -262,6 +268,12 @@ extern mca_coll_gpuwire_globals_t mca_coll_gpuwire;
 /* coll_gpuwire_module.c */
 mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *comm,
                                                     int *priority);
+
+/* coll_gpuwire_select.c: the selection table's parameters (registered after
+ * the others, whose sources it reads), the table, and its release. */
+void gw_coll_select_register(const mca_base_component_t *c);
+const gw_sel_table_t *gw_coll_select_table(void);
+void gw_coll_select_close(void);
 
 /* coll_gpuwire_requests.c: the non-blocking machinery's life cycle. */
 int mca_coll_gpuwire_requests_init(void);

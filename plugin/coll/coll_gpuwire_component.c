@@ -152,6 +152,7 @@ static int component_register(void)
 
     mca_base_component_t *c = &mca_coll_gpuwire_component.collm_version;
     gw_params_register(c, params, GW_PARAM_COUNT(params));
+    gw_coll_select_register(c);
 
     register_counter("passthrough_calls",
                      "Collectives on host buffers passed to the module below unchanged",
@@ -284,5 +285,6 @@ static int component_close(void)
     gw_coll_device_close();
     mca_coll_gpuwire.device_ready = false;
     gw_params_component_close(&mca_coll_gpuwire.output);
+    gw_coll_select_close();
     return OMPI_SUCCESS;
 }

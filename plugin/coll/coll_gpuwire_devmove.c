@@ -202,6 +202,11 @@ static int chain_segments(const gw_coll_args_t *a)
 static bool bcast_chain(const move_t *c)
 {
     const gw_coll_args_t *a = c->a;
+    /* The selection table's choice first: chain, or not (device). */
+    if (GW_SEL_CHAIN == a->sel || GW_SEL_DEVICE == a->sel) {
+        return GW_SEL_CHAIN == a->sel && !a->nonblocking && c->n > 2 &&
+               chain_segment(a) < a->count;
+    }
     return !a->nonblocking && mca_coll_gpuwire.bcast_chain_ranks > 0 &&
            c->n >= mca_coll_gpuwire.bcast_chain_ranks && c->n > 2 &&
            bytes_of(a->dtype, a->count) >= mca_coll_gpuwire.bcast_chain_bytes &&

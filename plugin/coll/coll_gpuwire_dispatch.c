@@ -97,6 +97,8 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a)
 {
     const size_t min = mca_coll_gpuwire.reduce_device_min_bytes;
     const int n = ompi_comm_size(a->comm);
+    /* The selection table measured it: the GPU, whatever the threshold. */
+    if (GW_SEL_DEVICE == a->sel) return false;
     if (GW_REDUCE_ALGO_AUTO != mca_coll_gpuwire.reduce_algorithm || 0 == min || n < 2) {
         return false;
     }
@@ -163,9 +165,23 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (OMPI_SUCCESS != rc) return rc;
 
     if (GW_MEM_HOST == kind) count(&gw_core_counters()->coll_passthrough_calls);
+    /* The selection table's choice for a blocking call (the same on every
+     * rank): staged goes to the last algorithm; device and chain pass the
+     * team by; nvlink tries it first at any size. An algorithm that
+     * declines leaves the call to the next one, as without the table. */
+    gw_coll_args_t chosen;
+    if (GW_MEM_DEVICE == kind && !staged_only && NULL == request) {
+        chosen = *a;
+        chosen.sel = gw_coll_select(m, a);
+        staged_only = GW_SEL_STAGED == chosen.sel;
+        a = &chosen;
+    }
     /* The last algorithm of each list accepts every call and never declines. */
     for (size_t i = staged_only ? algorithms[kind].n - 1 : 0; i < algorithms[kind].n; ++i) {
         const gw_coll_algorithm_t *algo = algorithms[kind].list[i];
+        if (&gw_coll_nvlink == algo && (GW_SEL_DEVICE == a->sel || GW_SEL_CHAIN == a->sel)) {
+            continue;
+        }
         if (NULL != algo->accepts && !algo->accepts(a, r)) continue;
         if (GW_MEM_DEVICE == kind) {
             COLL_GPUWIRE_VERBOSE(20, "%s%s on device memory: %s (%zu + %zu bytes)",

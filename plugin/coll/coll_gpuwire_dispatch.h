@@ -66,6 +66,9 @@ typedef struct {
     struct ompi_op_t *op;
     int root;
     struct ompi_communicator_t *comm;
+    /* What the selection table chose for this call (gw_sel_algo_t;
+     * GW_SEL_AUTO: the built-in rules), set by the dispatch. */
+    int sel;
 } gw_coll_args_t;
 
 enum {
@@ -237,6 +240,11 @@ extern const gw_coll_algorithm_t gw_coll_devreduce;
 extern const gw_coll_algorithm_t gw_coll_devmove;
 /* MPI_Reduce_local by one reduction kernel (coll_gpuwire_optable.c). */
 extern const gw_coll_algorithm_t gw_coll_local;
+
+/* The selection table's algorithm for a blocking call on device buffers
+ * (gw_sel_algo_t), the same on every rank; GW_SEL_AUTO: the built-in rules
+ * (coll_gpuwire_select.c). */
+int gw_coll_select(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a);
 
 /* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
  * over point-to-point send with it, as Open MPI's own algorithms do. */

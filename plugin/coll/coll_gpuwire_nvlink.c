@@ -80,7 +80,7 @@ static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_
     }
     /* The non-blocking forms are one-shot only (the direct form exchanges
      * and agrees on the host first). */
-    if ((a->nonblocking || !mca_coll_gpuwire.nvlink_direct) &&
+    if ((a->nonblocking || !(mca_coll_gpuwire.nvlink_direct || GW_SEL_NVLINK == a->sel)) &&
         call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
         return false;
     }

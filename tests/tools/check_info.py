@@ -31,7 +31,8 @@ def check(cond, what):
 
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OMPI_MCA_pml_gpuwire_") and k != "OMPI_MCA_mca_base_component_path"}
+           if not k.startswith("OMPI_MCA_pml_gpuwire_") and k != "OMPI_MCA_mca_base_component_path"
+           and k != "OMPI_MCA_coll_gpuwire_select_file"}
     env.update(extra)
     return env
 
@@ -163,6 +164,29 @@ def check_settings(args):
         check(c["search_path_from"] == "OMPI_MCA_mca_base_component_path" and
               c["search_path"][-1] == d, f"search path {c['search_path']}")
         check(has_line(text, f"component       {d}/mca_pml_gpuwire.so"), "text lacks the component")
+
+
+    # coll gpuwire's selection table: a file's rows, those for one node of
+    # this machine marked; a malformed file named with its line, the shipped
+    # table kept.
+    with tempfile.TemporaryDirectory() as d:
+        good, bad = os.path.join(d, "good.txt"), os.path.join(d, "bad.txt")
+        with open(good, "w") as f:
+            f.write("allreduce 2 1 2 * * 1 0 1M nvlink\nalltoall * 3 * * * * 0 * staged\n")
+        with open(bad, "w") as f:
+            f.write("# one good row, then a bad one\nbcast 2 1 2 1 2 1 0 * device\nbcast 2 1\n")
+        text, j = report(args.tool, clean_env(OMPI_MCA_coll_gpuwire_select_file=good))
+        sel = j["select"]
+        check(sel["source"] == good and len(sel["rows"]) == 2, f"select {sel}")
+        check([r["applies_here"] for r in sel["rows"]] == [True, False],
+              f"rows that apply: {sel['rows']}")
+        check(has_line(text, "* allreduce") and has_line(text, f"table           {good}, 2 rows"),
+              "text lacks the selection table")
+        text, j = report(args.tool, clean_env(OMPI_MCA_coll_gpuwire_select_file=bad))
+        sel = j["select"]
+        check(sel["source"] == "shipped" and sel["error"].startswith(f"{bad}:3: not 10 fields"),
+              f"malformed file: {sel}")
+        check(has_line(text, f"error           {bad}:3:"), "text lacks the file's error")
 
 
 def check_gpu(args):

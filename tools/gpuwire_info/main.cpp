@@ -24,8 +24,9 @@ void usage(FILE* f) {
       "usage: gpuwire-info [--json] [--verbose]\n"
       "  Prints the GPUs and their links, the Open MPI gpuwire was built for and the one\n"
       "  found at run time, UCX and its transports, the RDMA devices, and the paths\n"
-      "  gpuwire will take here. Settings come from the environment as under mpirun\n"
-      "  (UCX_*, OMPI_MCA_pml_gpuwire_*).\n"
+      "  gpuwire will take here, and coll gpuwire's selection table with the rows that\n"
+      "  apply to this machine. Settings come from the environment as under mpirun\n"
+      "  (UCX_*, OMPI_MCA_pml_gpuwire_*, OMPI_MCA_coll_gpuwire_select_file).\n"
       "  --json     one JSON object instead of text\n"
       "  --verbose  also print what the engine logs while starting\n",
       f);
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   r.ucx = probe_ucx();
   r.fabric = probe_fabric_view();
   r.paths = probe_paths(r.ucx);
+  r.select = probe_select(r.gpus.count);
 
   std::fflush(stdout);
   if (report_fd >= 0) {

@@ -17,6 +17,7 @@ MpiReport probe_mpi();
 UcxReport probe_ucx();
 FabricReport probe_fabric_view();
 PathReport probe_paths(const UcxReport& ucx);
+SelectReport probe_select(int gpus);
 
 void render_text(const Report& report, bool verbose, std::string& out);
 void render_json(const Report& report, std::string& out);

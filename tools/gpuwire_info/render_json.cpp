@@ -133,6 +133,22 @@ void paths(JsonWriter& j, const PathReport& p) {
   j.end_object();
 }
 
+void select(JsonWriter& j, const SelectReport& s) {
+  j.begin_object("select");
+  j.string("source", s.source);
+  j.optional_string("error", s.error);
+  j.number("gpus_per_node", static_cast<long long>(s.gpus));
+  j.begin_array("rows");
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    j.begin_object();
+    j.string("row", s.rows[i]);
+    j.boolean("applies_here", s.applies[i]);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
 }  // namespace
 
 void render_json(const Report& report, std::string& out) {
@@ -144,6 +160,7 @@ void render_json(const Report& report, std::string& out) {
   ucx(j, report.ucx);
   fabric(j, report.fabric);
   paths(j, report.paths);
+  select(j, report.select);
   j.end_object();
   out += '\n';
 }

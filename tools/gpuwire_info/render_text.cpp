@@ -182,6 +182,25 @@ void paths(std::string& out, const PathReport& p, const UcxReport& u, bool verbo
   }
 }
 
+void select(std::string& out, const SelectReport& s) {
+  line(out, "Collective selection (coll gpuwire, blocking calls on device buffers)");
+  line(out, "  table           %s, %zu rows", s.source.c_str(), s.rows.size());
+  if (!s.error.empty()) line(out, "  error           %s", s.error.c_str());
+  if (s.rows.empty()) {
+    line(out, "  no rows: the built-in rules everywhere (unmeasured)");
+    return;
+  }
+  line(out, "  # collective  ranks nodes ppn gpn rpg nvlink  min bytes  max bytes algorithm");
+  size_t here = 0;
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    line(out, "  %s %s", s.applies[i] ? "*" : " ", s.rows[i].c_str());
+    here += s.applies[i];
+  }
+  line(out, "  *: applies on one node of this machine (%d GPU(s)) at that rank count; %zu rows",
+       s.gpus, here);
+  line(out, "  a topology without rows keeps the built-in rules (unmeasured)");
+}
+
 }  // namespace
 
 void render_text(const Report& r, bool verbose, std::string& out) {
@@ -196,6 +215,8 @@ void render_text(const Report& r, bool verbose, std::string& out) {
   fabric(out, r.fabric);
   out += '\n';
   paths(out, r.paths, r.ucx, verbose);
+  out += '\n';
+  select(out, r.select);
 }
 
 }  // namespace gpuwire::info

@@ -110,6 +110,15 @@ struct PathReport {
   std::vector<std::string> engine_log;  // what the engine logged while starting
 };
 
+// coll gpuwire's selection table (select_probe.cpp).
+struct SelectReport {
+  std::string source;                // "shipped" or the file's name
+  std::string error;                 // a malformed or unreadable file
+  int gpus = 1;                      // GPUs per node the rows were matched with
+  std::vector<std::string> rows;     // in the table file's format
+  std::vector<bool> applies;         // per row: one node of this machine
+};
+
 struct Report {
   std::string gpuwire_version;
   GpuReport gpus;
@@ -117,6 +126,7 @@ struct Report {
   UcxReport ucx;
   FabricReport fabric;
   PathReport paths;
+  SelectReport select;
 };
 
 }  // namespace gpuwire::info
