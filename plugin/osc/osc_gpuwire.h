@@ -104,6 +104,18 @@ typedef struct {
     int type;
 } gw_osc_waiter_t;
 
+/* The same-node direct path to one target's window (osc_gpuwire_direct.c):
+ * its memory mapped into this process, Put and Get copied on a GPU stream. */
+typedef struct {
+    char *ptr;         /* the target window's first byte here; NULL: messages */
+    uint64_t size;     /* its bytes */
+    int disp_unit;
+    int gpu;           /* the local GPU whose stream copies to it */
+    void *mapping;     /* the peer mapping (gw_osc_dev_unmap); NULL for this rank */
+} gw_osc_direct_t;
+
+#define GW_OSC_MAX_GPUS 16
+
 typedef struct gw_osc_module {
     ompi_osc_base_module_t super;
     opal_list_item_t link; /* in the component's list of windows */
@@ -118,6 +130,11 @@ typedef struct gw_osc_module {
     bool free_base;        /* ALLOCATE: ours */
     gw_osc_region_t *regions; /* DYNAMIC */
     int nregions, cap_regions;
+
+    gw_osc_direct_t *direct;  /* per target, NULL: no target is direct */
+    /* Direct copies: the last ticket issued and the last waited for, per GPU. */
+    uint64_t direct_issued[GW_OSC_MAX_GPUS];
+    uint64_t direct_waited[GW_OSC_MAX_GPUS];
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -170,6 +187,10 @@ typedef struct {
     bool progress_registered;
     int ngpus;            /* > 0 once the device layer opened */
     bool device_tried;    /* the device layer's opening was attempted */
+    bool direct;          /* same-node Put/Get straight into mapped device windows */
+    unsigned long long direct_ops;     /* pvar: Put/Get on the direct path */
+    unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
+
 } gw_osc_component_t;
 
 #ifdef GW_OSC_FAKE_DEVICE
@@ -227,6 +248,22 @@ int gw_osc_rget_accumulate(const void *, int, ompi_datatype_t *, void *, int,
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body);
 /* Origin side: a reply for a pending get. */
 void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
+
+/* osc_gpuwire_direct.c */
+/* Collective over the window: every rank's description of its window goes
+ * to every rank; the origin maps those of same-node targets it can. */
+int gw_osc_direct_setup(gw_osc_module_t *m);
+void gw_osc_direct_release(gw_osc_module_t *m);
+/* A Put (put) or Get to a direct target, both sides contiguous: one
+ * asynchronous copy. Returns 1 when taken (*rc its result; the copy is
+ * complete only after gw_osc_direct_wait, or at once when wait), 0 when the
+ * message path must take it. */
+int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
+                      ompi_datatype_t *odt, int target, ptrdiff_t tdisp, int tcount,
+                      ompi_datatype_t *tdt, bool wait, int *rc);
+/* Waits for every direct copy issued so far (origin buffers reusable, data
+ * at the targets). Called before any synchronisation's messages. */
+int gw_osc_direct_wait(gw_osc_module_t *m);
 
 /* osc_gpuwire_sync.c */
 int gw_osc_fence(int, ompi_win_t *);

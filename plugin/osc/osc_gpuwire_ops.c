@@ -1,8 +1,10 @@
 /*
- * osc/gpuwire's operations: the origin packs its data (staging device
- * buffers through host memory) and sends it with the target's layout; the
- * target applies it to its window (osc_gpuwire_apply.c) and answers the
- * fetching kinds with a reply that the origin unpacks here.
+ * osc/gpuwire's operations: a contiguous Put or Get to a target whose window
+ * this rank has mapped is one copy (osc_gpuwire_direct.c); otherwise the
+ * origin packs its data (staging device buffers through host memory) and
+ * sends it with the target's layout; the target applies it to its window
+ * (osc_gpuwire_apply.c) and answers the fetching kinds with a reply that the
+ * origin unpacks here.
  */
 #include "osc_gpuwire.h"
 
@@ -246,6 +248,19 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         return OMPI_SUCCESS;
     }
     if (c->target < 0 || c->target >= m->size) return OMPI_ERR_RMA_RANGE;
+    if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
+        const bool put = c->kind == GW_OSC_PUT;
+        int drc = OMPI_SUCCESS;
+        if (gw_osc_direct_rma(m, put, put ? (void *)c->oaddr : c->raddr,
+                              put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
+                              c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
+            if (c->request && drc == OMPI_SUCCESS) {
+                PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
+                PMPI_Grequest_complete(*c->request);
+            }
+            return drc;
+        }
+    }
     gw_osc_hdr_t h = {.kind = c->kind, .disp = c->tdisp};
     gw_osc_block_t *blocks = NULL;
     size_t tbytes = (size_t)c->tcount * c->tdt->super.size;

@@ -1,7 +1,8 @@
 /*
  * osc/gpuwire's synchronisation: fence, post/start/complete/wait, locks and
  * flushes. Every epoch closes by counts (osc_gpuwire.h): the target has
- * applied as many operations from an origin as that origin sent.
+ * applied as many operations from an origin as that origin sent; the direct
+ * path's copies (osc_gpuwire_direct.c) are waited for first.
  */
 #include "osc_gpuwire.h"
 
@@ -91,6 +92,8 @@ int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
+    int drc = gw_osc_direct_wait(m);
+    if (drc != OMPI_SUCCESS) return drc;
     uint64_t *expect = calloc(m->size, sizeof(*expect));
     uint64_t *sent = calloc(m->size, sizeof(*sent));
     if (expect == NULL || sent == NULL) {
@@ -179,6 +182,8 @@ int gw_osc_complete(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (m->start_ranks == NULL) return OMPI_ERR_RMA_SYNC;
+    /* The direct copies land before the targets hear of the end. */
+    int rc = gw_osc_direct_wait(m);
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->nstart; i++) {
         int t = m->start_ranks[i];
@@ -187,7 +192,7 @@ int gw_osc_complete(ompi_win_t *win)
     opal_mutex_unlock(&m->lock);
     gw_osc_wait_pending(m);
     epoch_close(&m->start_ranks, &m->nstart);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 static bool exposure_done(gw_osc_module_t *m)
@@ -274,11 +279,12 @@ int gw_osc_unlock(int target, ompi_win_t *win)
     if (target < 0 || target >= m->size || m->locked[target] == 0 || m->lock_all) {
         return OMPI_ERR_RMA_SYNC;
     }
+    int rc = gw_osc_direct_wait(m);
     unlock_send(m, target);
     wait_one(m, m->unlocks, target);
     gw_osc_wait_pending(m);
     m->locked[target] = 0;
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_lock_all(int assert, ompi_win_t *win)
@@ -304,12 +310,13 @@ int gw_osc_unlock_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (!m->lock_all) return OMPI_ERR_RMA_SYNC;
+    int rc = gw_osc_direct_wait(m);
     for (int t = 0; t < m->size; t++) unlock_send(m, t);
     for (int t = 0; t < m->size; t++) wait_one(m, m->unlocks, t);
     gw_osc_wait_pending(m);
     for (int t = 0; t < m->size; t++) m->locked[t] = 0;
     m->lock_all = false;
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 /* Unified memory model: nothing to reconcile. */
@@ -327,14 +334,18 @@ int gw_osc_flush(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
     if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
+    /* Direct copies: complete once their tickets are reached; a flush
+     * message goes only when operations went as messages. */
+    int rc = gw_osc_direct_wait(m);
     gw_osc_wait_reached(m, &m->acked[target], flush_send(m, target));
     gw_osc_wait_pending(m);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_flush_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
+    int rc = gw_osc_direct_wait(m);
     uint64_t *want = calloc(m->size, sizeof(*want));
     if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) {
@@ -345,20 +356,23 @@ int gw_osc_flush_all(ompi_win_t *win)
     }
     free(want);
     gw_osc_wait_pending(m);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
-/* Puts and accumulates are sent from copies (locally complete at once);
- * what remains is the data of gets. */
+/* Puts and accumulates as messages are sent from copies (locally complete
+ * at once); what remains is the data of gets, and the direct copies, which
+ * read the origin buffer until they are done. */
 int gw_osc_flush_local(int target, ompi_win_t *win)
 {
     (void)target;
+    int rc = gw_osc_direct_wait(GW_OSC(win));
     gw_osc_wait_pending(GW_OSC(win));
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_flush_local_all(ompi_win_t *win)
 {
+    int rc = gw_osc_direct_wait(GW_OSC(win));
     gw_osc_wait_pending(GW_OSC(win));
-    return OMPI_SUCCESS;
+    return rc;
 }

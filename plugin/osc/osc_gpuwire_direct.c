@@ -1,0 +1,210 @@
+/*
+ * osc/gpuwire's same-node direct path: Put and Get into the device windows of
+ * the ranks on this node without a message to the target.
+ *
+ * At MPI_Win_create every rank describes its window (a CUDA IPC description
+ * of device memory, through the core) and the descriptions go to every rank
+ * once (an allgather on the window's communicator). An origin maps the
+ * description of each target on its node through the process's one IPC
+ * mapping cache (the pml's and the collectives' too) and keeps the mapping
+ * until the window is freed. A Put or Get with contiguous layouts at both
+ * ends to such a target is then one asynchronous copy on the core's stream
+ * (one kernel that copies and signals when both ends are device memory, a
+ * copy engine otherwise) whose ticket the module remembers; nothing waits per
+ * operation. Every synchronisation that completes operations (fence,
+ * complete, unlock, flush and their _all and _local forms, freeing the
+ * window) first waits for the tickets, then does what it did before: the
+ * copies have landed before the target hears of the epoch's end.
+ *
+ * Everything else keeps the message path: accumulates of every kind (applied
+ * one at a time by the target, for MPI's per-element atomicity), layouts that
+ * are not contiguous, host windows, allocate and dynamic windows, targets on
+ * other nodes, and windows whose description cannot be mapped (stream-ordered
+ * pools, VMM, managed memory: the exporter says so in its description and no
+ * origin maps it; a mapping that fails at one origin sends that origin's
+ * operations to that target as messages, which is correct on its own: the
+ * paths of different origins never need to agree).
+ */
+#include "osc_gpuwire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "osc_gpuwire_device.h"
+#include "ompi/proc/proc.h"
+#include "opal/util/output.h"
+
+/* One rank's part of the exchange. */
+typedef struct {
+    uint32_t kind;     /* 1: desc describes a device window; 0: messages only */
+    int32_t disp_unit;
+    uint64_t size;
+    char desc[GW_OSC_DESC_BYTES];
+} gw_osc_win_desc_t;
+
+static void describe_mine(gw_osc_module_t *m, gw_osc_win_desc_t *mine)
+{
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    char why[256] = "";
+    memset(mine, 0, sizeof(*mine));
+    if (!c->direct || m->win_gpu < 0 || m->win_size == 0) return;
+    /* The application's earlier work on the window (a cudaMemset, say) lands
+     * before any peer copies into it. */
+    if (gw_osc_dev_wait_user(m->win_gpu) != 0) return;
+    if (gw_osc_dev_describe(m->base, m->win_size, mine->desc, why, sizeof(why)) != 0) {
+        opal_output_verbose(1, c->output,
+                            "osc:gpuwire: rank %d's window cannot be mapped by its peers (%s): "
+                            "their Put and Get go as messages", m->rank, why);
+        return;
+    }
+    mine->kind = 1;
+    mine->disp_unit = m->disp_unit;
+    mine->size = m->win_size;
+}
+
+/* Maps target t's window; true when the direct path takes it. */
+static bool map_target(gw_osc_module_t *m, int t, const gw_osc_win_desc_t *w,
+                       gw_osc_direct_t *d)
+{
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    char why[256] = "";
+    memset(d, 0, sizeof(*d));
+    d->size = w->size;
+    d->disp_unit = w->disp_unit;
+    if (t == m->rank) {
+        d->ptr = m->base;
+        d->gpu = m->win_gpu;
+    } else {
+        ompi_proc_t *p = ompi_comm_peer_lookup(m->comm, t);
+        if (p == NULL || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) return false;
+        void *ptr = NULL;
+        if (gw_osc_dev_map(w->desc, (uint32_t)p->super.proc_name.vpid, &d->mapping, &ptr,
+                           &d->gpu, why, sizeof(why)) != 0) {
+            opal_output_verbose(1, c->output,
+                                "osc:gpuwire: rank %d cannot map rank %d's window (%s): "
+                                "messages instead", m->rank, t, why);
+            return false;
+        }
+        d->ptr = ptr;
+    }
+    if (d->gpu < 0 || d->gpu >= GW_OSC_MAX_GPUS) {
+        gw_osc_dev_unmap(d->mapping);
+        memset(d, 0, sizeof(*d));
+        return false;
+    }
+    return true;
+}
+
+int gw_osc_direct_setup(gw_osc_module_t *m)
+{
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_win_desc_t mine;
+    gw_osc_win_desc_t *all = calloc((size_t)m->size, sizeof(*all));
+    if (all == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    describe_mine(m, &mine);
+    /* Every rank takes part, whatever its window: the exchange is collective. */
+    int rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
+                                             MPI_BYTE, m->comm,
+                                             m->comm->c_coll->coll_allgather_module);
+    int mapped = 0;
+    for (int t = 0; rc == OMPI_SUCCESS && c->direct && t < m->size; t++) {
+        if (all[t].kind != 1) continue;
+        gw_osc_direct_t d;
+        if (!map_target(m, t, &all[t], &d)) continue;
+        if (m->direct == NULL) {
+            m->direct = calloc((size_t)m->size, sizeof(*m->direct));
+            if (m->direct == NULL) {
+                gw_osc_dev_unmap(d.mapping);
+                rc = OMPI_ERR_OUT_OF_RESOURCE;
+                break;
+            }
+        }
+        m->direct[t] = d;
+        mapped++;
+    }
+    free(all);
+    __atomic_fetch_add(&c->direct_targets, (unsigned long long)mapped, __ATOMIC_RELAXED);
+    opal_output_verbose(10, c->output, "osc:gpuwire: rank %d: Put and Get go direct to %d of %d "
+                        "targets", m->rank, mapped, m->size);
+    return rc;
+}
+
+int gw_osc_direct_wait(gw_osc_module_t *m)
+{
+    int rc = OMPI_SUCCESS;
+    if (m->direct == NULL) return rc;
+    for (int g = 0; g < GW_OSC_MAX_GPUS; g++) {
+        opal_mutex_lock(&m->lock);
+        uint64_t want = m->direct_issued[g];
+        bool need = want > m->direct_waited[g];
+        opal_mutex_unlock(&m->lock);
+        if (!need) continue;
+        if (gw_osc_dev_copy_wait(g, want) != 0) {
+            rc = OMPI_ERROR;
+            continue;
+        }
+        opal_mutex_lock(&m->lock);
+        if (want > m->direct_waited[g]) m->direct_waited[g] = want;
+        opal_mutex_unlock(&m->lock);
+    }
+    return rc;
+}
+
+void gw_osc_direct_release(gw_osc_module_t *m)
+{
+    if (m->direct == NULL) return;
+    (void)gw_osc_direct_wait(m);
+    for (int t = 0; t < m->size; t++) {
+        if (m->direct[t].mapping != NULL) gw_osc_dev_unmap(m->direct[t].mapping);
+    }
+    free(m->direct);
+    m->direct = NULL;
+}
+
+int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
+                      ompi_datatype_t *odt, int target, ptrdiff_t tdisp, int tcount,
+                      ompi_datatype_t *tdt, bool wait, int *rc)
+{
+    if (m->direct == NULL || target < 0 || target >= m->size) return 0;
+    const gw_osc_direct_t *d = &m->direct[target];
+    if (d->ptr == NULL) return 0;
+    size_t bytes = (size_t)tcount * tdt->super.size;
+    /* Mismatched signatures and scattered layouts: the message path. */
+    if ((size_t)ocount * odt->super.size != bytes ||
+        !ompi_datatype_is_contiguous_memory_layout(tdt, tcount) ||
+        !ompi_datatype_is_contiguous_memory_layout(odt, ocount)) {
+        return 0;
+    }
+    *rc = OMPI_SUCCESS;
+    if (bytes == 0) return 1;
+    int64_t at = (int64_t)tdisp * d->disp_unit + tdt->super.true_lb;
+    if (at < 0 || (uint64_t)at + bytes > d->size) {
+        opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%zu) outside rank %d's window of "
+                    "%llu bytes", m->rank, (long long)at, bytes, target,
+                    (unsigned long long)d->size);
+        *rc = OMPI_ERR_RMA_RANGE;
+        return 1;
+    }
+    char *origin = (char *)oaddr + odt->super.true_lb;
+    char *remote = d->ptr + at;
+    bool unordered = false;
+    int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (unordered && gw_osc_dev_wait_user(ogpu) != 0) {
+        *rc = OMPI_ERROR;
+        return 1;
+    }
+    uint64_t ticket = 0;
+    opal_mutex_lock(&m->lock);
+    int r = gw_osc_dev_copy_start(put ? remote : origin, put ? origin : remote, bytes, d->gpu,
+                                  ogpu == d->gpu, &ticket);
+    if (r == 0 && ticket > m->direct_issued[d->gpu]) m->direct_issued[d->gpu] = ticket;
+    opal_mutex_unlock(&m->lock);
+    if (r != 0) {
+        *rc = OMPI_ERROR;
+        return 1;
+    }
+    __atomic_fetch_add(&mca_osc_gpuwire_component.direct_ops, 1ULL, __ATOMIC_RELAXED);
+    /* Rput, Rget: the request completes with the copy. */
+    if (wait && gw_osc_dev_copy_wait(d->gpu, ticket) != 0) *rc = OMPI_ERROR;
+    return 1;
+}
