@@ -53,9 +53,13 @@ enum {
     GW_OSC_ACK,        /* unlock or flush done; count: the origin's ops applied */
 };
 
+/* hdr aux of GW_OSC_ACC: the payload is the description of the origin's
+ * device buffer (osc_gpuwire_direct.c), not its bytes. */
+#define GW_OSC_BY_REF 1
+
 typedef struct {
     uint32_t kind;
-    int32_t aux;      /* lock type */
+    int32_t aux;      /* lock type; GW_OSC_BY_REF */
     int32_t op;       /* Fortran handle of the predefined op */
     int32_t type;     /* Fortran handle of the predefined element type */
     uint32_t nblocks; /* target layout blocks that follow; 0: contiguous */
@@ -135,6 +139,9 @@ typedef struct gw_osc_module {
     /* Direct copies: the last ticket issued and the last waited for, per GPU. */
     uint64_t direct_issued[GW_OSC_MAX_GPUS];
     uint64_t direct_waited[GW_OSC_MAX_GPUS];
+    /* Per target: the count its acknowledgement must reach before the origin
+     * buffers of accumulates sent by reference are free (NULL: none sent). */
+    uint64_t *ref_want;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -190,6 +197,7 @@ typedef struct {
     bool direct;          /* same-node Put/Get straight into mapped device windows */
     unsigned long long direct_ops;     /* pvar: Put/Get on the direct path */
     unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
+    unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
 
 } gw_osc_component_t;
 
@@ -264,6 +272,15 @@ int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
 /* Waits for every direct copy issued so far (origin buffers reusable, data
  * at the targets). Called before any synchronisation's messages. */
 int gw_osc_direct_wait(gw_osc_module_t *m);
+/* Whether an Accumulate to target may go by reference: then desc holds the
+ * description of the origin buffer (GW_OSC_DESC_BYTES) to send instead of its
+ * bytes (hdr aux GW_OSC_BY_REF). el: the element type. */
+bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
+                           ompi_datatype_t *odt, int target, int tcount, ompi_datatype_t *tdt,
+                           MPI_Datatype el, MPI_Op op, void *desc);
+/* Waits until target (-1: every target) has applied the accumulates this
+ * origin sent it by reference: their origin buffers are free again. */
+int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target);
 
 /* osc_gpuwire_sync.c */
 int gw_osc_fence(int, ompi_win_t *);

@@ -136,6 +136,14 @@ static int component_register(void)
         NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
         MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
         &mca_osc_gpuwire_component.direct_targets);
+    (void)mca_base_component_pvar_register(
+        c, "acc_by_ref",
+        "Accumulates from a device buffer sent by reference: the target reduced from the "
+        "mapped origin buffer, no host staging at either end",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+        &mca_osc_gpuwire_component.acc_by_ref);
     (void)mca_base_component_var_register(
         c, "verbose", "Verbosity: 1 device support, 10 every window", MCA_BASE_VAR_TYPE_INT,
         NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
@@ -203,6 +211,7 @@ static void module_release(gw_osc_module_t *m)
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
     free(m->regions);
+    free(m->ref_want);
     free(m->sent);
     free(m->applied);
     free(m->flush_want);

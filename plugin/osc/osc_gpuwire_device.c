@@ -208,3 +208,48 @@ int gw_osc_dev_reduce(void *dst, const void *src, size_t len, MPI_Datatype type,
     }
     return 1;
 }
+
+bool gw_osc_dev_reduce_supported(MPI_Datatype type, MPI_Op op)
+{
+    if (op == MPI_REPLACE) return true;
+    int o = op_id(op), t = type_id(type);
+    return o >= 0 && t >= 0 && gw_coll_reduce_supported(o, t);
+}
+
+int gw_osc_dev_reduce_mapped(void *dst, const void *desc, uint32_t peer_id, size_t len,
+                             MPI_Datatype type, MPI_Op op, int gpu)
+{
+    gw_coll_peer_mapping_t *map = NULL;
+    void *src = NULL;
+    int mgpu = -1, rc = 0;
+    uint64_t ticket = 0;
+    char why[256] = "";
+    if (gw_coll_peer_map(desc, peer_id, &map, &src, &mgpu, why, sizeof(why)) != 0) {
+        rc = -1;
+    } else if (mgpu != gpu) {
+        snprintf(why, sizeof(why), "the origin buffer is on GPU %d, the window on GPU %d", mgpu,
+                 gpu);
+        rc = -1;
+    } else if (op == MPI_REPLACE) {
+        rc = gw_coll_copy_device_start(dst, src, len, gpu, true, &ticket, why, sizeof(why));
+    } else {
+        int o = op_id(op), t = type_id(type);
+        size_t esize = t >= 0 ? gw_reduce_type_size(t) : 0;
+        if (o < 0 || esize == 0 || len % esize) {
+            snprintf(why, sizeof(why), "no kernel for this op and type");
+            rc = -1;
+        } else {
+            rc = gw_coll_reduce_start(o, t, src, dst, dst, len / esize, gpu, &ticket, why,
+                                      sizeof(why));
+        }
+    }
+    /* The origin waits for this operation's acknowledgement before it may
+     * reuse its buffer: the reduction must be over before the mapping goes. */
+    if (rc == 0) rc = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+    gw_coll_peer_unmap(map);
+    if (rc != 0) {
+        opal_output(0, "osc:gpuwire: accumulate of %zu bytes from a mapped origin buffer on GPU "
+                    "%d failed: %s", len, gpu, why);
+    }
+    return rc;
+}

@@ -50,4 +50,13 @@ int gw_osc_dev_copy_wait(int gpu, uint64_t ticket);
 int gw_osc_dev_reduce(void *dst, const void *src, size_t len, MPI_Datatype type, MPI_Op op,
                       int gpu);
 
+/* Whether dst = src op dst runs on the GPU for op on type (REPLACE: a copy). */
+bool gw_osc_dev_reduce_supported(MPI_Datatype type, MPI_Op op);
+/* dst (gpu's memory) = src op dst over len bytes, where src is a peer's
+ * device buffer given by its description (gw_osc_dev_describe): mapped,
+ * reduced by the kernel (copied for REPLACE), waited for, unmapped. 0 or -1
+ * (logged). */
+int gw_osc_dev_reduce_mapped(void *dst, const void *desc, uint32_t peer_id, size_t len,
+                             MPI_Datatype type, MPI_Op op, int gpu);
+
 #endif

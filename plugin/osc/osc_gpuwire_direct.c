@@ -16,8 +16,16 @@
  * window) first waits for the tickets, then does what it did before: the
  * copies have landed before the target hears of the epoch's end.
  *
- * Everything else keeps the message path: accumulates of every kind (applied
- * one at a time by the target, for MPI's per-element atomicity), layouts that
+ * Accumulates stay messages, applied one at a time by the target for MPI's
+ * per-element atomicity; but a contiguous Accumulate from a device buffer on
+ * the target window's GPU, with an op the GPU reduces, sends a description
+ * of the origin buffer instead of its bytes: the target maps it and reduces
+ * from it into the window (no host memory at either end). The origin buffer
+ * is then in use until the target acknowledges the operation: flush_local
+ * and complete ask for that acknowledgement (a flush message), as flush,
+ * unlock and fence already do.
+ *
+ * Everything else keeps the message path: other accumulates, layouts that
  * are not contiguous, host windows, allocate and dynamic windows, targets on
  * other nodes, and windows whose description cannot be mapped (stream-ordered
  * pools, VMM, managed memory: the exporter says so in its description and no
@@ -207,4 +215,43 @@ int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
     /* Rput, Rget: the request completes with the copy. */
     if (wait && gw_osc_dev_copy_wait(d->gpu, ticket) != 0) *rc = OMPI_ERROR;
     return 1;
+}
+
+bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
+                           ompi_datatype_t *odt, int target, int tcount, ompi_datatype_t *tdt,
+                           MPI_Datatype el, MPI_Op op, void *desc)
+{
+    if (m->direct == NULL || target < 0 || target >= m->size || target == m->rank) return false;
+    const gw_osc_direct_t *d = &m->direct[target];
+    size_t bytes = (size_t)tcount * tdt->super.size;
+    if (d->ptr == NULL || bytes == 0 || op == MPI_NO_OP ||
+        (size_t)ocount * odt->super.size != bytes ||
+        !ompi_datatype_is_contiguous_memory_layout(tdt, tcount) ||
+        !ompi_datatype_is_contiguous_memory_layout(odt, ocount) ||
+        !gw_osc_dev_reduce_supported(el, op)) {
+        return false;
+    }
+    const char *origin = (const char *)oaddr + odt->super.true_lb;
+    bool unordered = false;
+    /* The target maps the buffer on its window's GPU: only an origin buffer on
+     * that same GPU is read there. */
+    int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (ogpu < 0 || ogpu != d->gpu) return false;
+    if (unordered && gw_osc_dev_wait_user(ogpu) != 0) return false;
+    char why[256];
+    return gw_osc_dev_describe(origin, bytes, desc, why, sizeof(why)) == 0;
+}
+
+int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target)
+{
+    if (m->ref_want == NULL) return OMPI_SUCCESS;
+    for (int t = target < 0 ? 0 : target; t < (target < 0 ? m->size : target + 1); t++) {
+        opal_mutex_lock(&m->lock);
+        uint64_t want = m->ref_want[t];
+        bool need = want > m->acked[t];
+        if (need) gw_osc_send_ctl(m, t, GW_OSC_FLUSH, 0, want);
+        opal_mutex_unlock(&m->lock);
+        if (need) gw_osc_wait_reached(m, &m->acked[t], want);
+    }
+    return OMPI_SUCCESS;
 }

@@ -182,8 +182,10 @@ int gw_osc_complete(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (m->start_ranks == NULL) return OMPI_ERR_RMA_SYNC;
-    /* The direct copies land before the targets hear of the end. */
+    /* The direct copies land before the targets hear of the end; origin
+     * buffers lent by reference are free once complete returns. */
     int rc = gw_osc_direct_wait(m);
+    for (int i = 0; i < m->nstart; i++) gw_osc_direct_wait_refs(m, m->start_ranks[i]);
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->nstart; i++) {
         int t = m->start_ranks[i];
@@ -360,12 +362,13 @@ int gw_osc_flush_all(ompi_win_t *win)
 }
 
 /* Puts and accumulates as messages are sent from copies (locally complete
- * at once); what remains is the data of gets, and the direct copies, which
- * read the origin buffer until they are done. */
+ * at once); what remains is the data of gets, the direct copies, which read
+ * the origin buffer until they are done, and accumulates sent by reference,
+ * whose buffer the target reads until it has applied them. */
 int gw_osc_flush_local(int target, ompi_win_t *win)
 {
-    (void)target;
     int rc = gw_osc_direct_wait(GW_OSC(win));
+    gw_osc_direct_wait_refs(GW_OSC(win), target);
     gw_osc_wait_pending(GW_OSC(win));
     return rc;
 }
@@ -373,6 +376,7 @@ int gw_osc_flush_local(int target, ompi_win_t *win)
 int gw_osc_flush_local_all(ompi_win_t *win)
 {
     int rc = gw_osc_direct_wait(GW_OSC(win));
+    gw_osc_direct_wait_refs(GW_OSC(win), -1);
     gw_osc_wait_pending(GW_OSC(win));
     return rc;
 }

@@ -6,7 +6,11 @@
  * flush then Get of the same bytes (passive epochs), origin buffers in host
  * and device memory. Data is checked at the target after fence, PSCW,
  * unlock, and flush + unlock_all; the counter osc_<component>_direct_ops
- * must grow exactly when the rank could take the direct path.
+ * must grow exactly when the rank could take the direct path. Accumulates
+ * from device buffers to mapped windows go by reference (the target reduces
+ * from the origin buffer): the origin buffer is overwritten as soon as it is
+ * locally complete (flush_local, complete), and the counter
+ * osc_<component>_acc_by_ref must grow exactly where that path applies.
  *
  * argv[1] "mapped": every window is exportable device memory. "mixed": rank
  * r's window is exportable device memory (r % 3 == 0), device memory that
@@ -33,7 +37,7 @@ enum { K_IPC, K_OPAQUE, K_HOST };
 
 #ifdef OSC_TEST_DEVICE
 #include "device_test.h"
-#define PVAR "osc_gpuwire_direct_ops"
+#define PVAR_PREFIX "osc_gpuwire_"
 static int mem_setup(void) { return device_test_select_gpu() < 0 ? -1 : 0; }
 static char *mem_alloc(int kind)
 {
@@ -74,7 +78,7 @@ static void mem_from(int kind, void *dst, const void *src, size_t len)
  * through /proc/<pid>/fd). */
 #include <sys/mman.h>
 #include <unistd.h>
-#define PVAR "osc_gpuwirefake_direct_ops"
+#define PVAR_PREFIX "osc_gpuwirefake_"
 static int mem_setup(void) { return 0; }
 static char *mem_alloc(int kind)
 {
@@ -116,29 +120,35 @@ static int mixed;
 /* The counter PVAR, read through one handle kept from the start (a counter
  * reads as its growth since the handle's allocation). */
 static MPI_T_pvar_session pv_session;
-static MPI_T_pvar_handle pv_handle = MPI_T_PVAR_HANDLE_NULL;
-static void direct_counter_open(void)
+static MPI_T_pvar_handle pv_handle[2] = {MPI_T_PVAR_HANDLE_NULL, MPI_T_PVAR_HANDLE_NULL};
+static const char *const pv_name[2] = {PVAR_PREFIX "direct_ops", PVAR_PREFIX "acc_by_ref"};
+static void counters_open(void)
 {
-    int provided = 0, count = 0, idx;
+    int provided = 0, count = 0;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
     MT_CHECK_MPI(MPI_T_pvar_session_create(&pv_session));
-    idx = find_pvar(PVAR);
-    if (idx < 0) {
-        mt_fail(__FILE__, __LINE__, "no performance variable %s", PVAR);
-        return;
+    for (int i = 0; i < 2; i++) {
+        int idx = find_pvar(pv_name[i]);
+        if (idx < 0) {
+            mt_fail(__FILE__, __LINE__, "no performance variable %s", pv_name[i]);
+            continue;
+        }
+        MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_handle[i], &count));
     }
-    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_handle, &count));
 }
-static unsigned long long direct_counter(void)
+/* 0: Put and Get done directly; 1: accumulates sent by reference. */
+static unsigned long long counter(int i)
 {
     unsigned long long v = 0;
-    if (pv_handle != MPI_T_PVAR_HANDLE_NULL)
-        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_handle, &v));
+    if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL)
+        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_handle[i], &v));
     return v;
 }
-static void direct_counter_close(void)
+static void counters_close(void)
 {
-    if (pv_handle != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(pv_session, &pv_handle);
+    for (int i = 0; i < 2; i++) {
+        if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(pv_session, &pv_handle[i]);
+    }
     MPI_T_pvar_session_free(&pv_session);
     MPI_T_finalize();
 }
@@ -168,12 +178,21 @@ static void epoch_begin(int sync, MPI_Group group, MPI_Win win)
     }
 }
 
-static void epoch_end(int sync, MPI_Win win)
+/* Overwrites origin elements once they are locally complete: a target that
+ * still reads them (an accumulate by reference) would get these. */
+static void scribble(int okind, int64_t *at)
+{
+    int64_t junk[4] = {-1, -2, -3, -4};
+    if (at != NULL) mem_to(okind, at, junk, sizeof(junk));
+}
+
+static void epoch_end(int sync, MPI_Win win, int okind, int64_t *scribble_at)
 {
     switch (sync) {
     case S_FENCE: MT_CHECK_MPI(MPI_Win_fence(0, win)); break;
     case S_PSCW:
         MT_CHECK_MPI(MPI_Win_complete(win));
+        scribble(okind, scribble_at);
         MT_CHECK_MPI(MPI_Win_wait(win));
         break;
     case S_LOCKALL:
@@ -210,7 +229,7 @@ static void run(int sync)
     MPI_Type_commit(&vec);
     MPI_Group group;
     MPI_Comm_group(MPI_COMM_WORLD, &group);
-    const unsigned long long before = direct_counter();
+    const unsigned long long before = counter(0), refs_before = counter(1);
 
     epoch_begin(sync, group, win);
     access_begin(sync, next, win);
@@ -223,6 +242,13 @@ static void run(int sync)
     MT_CHECK_MPI(MPI_Rput(o + 32, 8, MPI_INT64_T, next, 32, 8, MPI_INT64_T, win, &rq[0]));
     MT_CHECK_MPI(MPI_Rget(res + 16, 8, MPI_INT64_T, next, 140, 8, MPI_INT64_T, win, &rq[1]));
     MT_CHECK_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+    /* From a device buffer to a mapped window: sent by reference. */
+    MT_CHECK_MPI(MPI_Accumulate(o + 50, 4, MPI_INT64_T, next, 160, 4, MPI_INT64_T, MPI_REPLACE,
+                                win));
+    if (sync == S_LOCK || sync == S_LOCKALL) {
+        MT_CHECK_MPI(MPI_Win_flush_local(next, win));
+        scribble(okind, o + 50);
+    }
     if (sync == S_LOCK || sync == S_LOCKALL) {
         /* The flushed Put is at the target: a Get after it reads it back. */
         MT_CHECK_MPI(MPI_Put(o + 40, 8, MPI_INT64_T, next, 200, 8, MPI_INT64_T, win));
@@ -237,7 +263,7 @@ static void run(int sync)
     access_begin(sync, r, win);
     MT_CHECK_MPI(MPI_Put(h_src, 4, MPI_INT64_T, r, 220, 4, MPI_INT64_T, win));
     access_end(sync, r, win);
-    epoch_end(sync, win);
+    epoch_end(sync, win, okind, sync == S_PSCW ? o + 50 : NULL);
     /* An epoch of Put and Get alone: nothing but the synchronisation's own
      * wait moves the (simulated) copies. */
     epoch_begin(sync, group, win);
@@ -245,8 +271,8 @@ static void run(int sync)
     MT_CHECK_MPI(MPI_Put(o + 56, 8, MPI_INT64_T, next, 240, 8, MPI_INT64_T, win));
     MT_CHECK_MPI(MPI_Get(res + 48, 8, MPI_INT64_T, next, 248, 8, MPI_INT64_T, win));
     access_end(sync, next, win);
-    epoch_end(sync, win);
-    const unsigned long long direct = direct_counter() - before;
+    epoch_end(sync, win, okind, NULL);
+    const unsigned long long direct = counter(0) - before, refs = counter(1) - refs_before;
     MPI_Barrier(MPI_COMM_WORLD);
 
     int bad = mt_failures;
@@ -269,6 +295,7 @@ static void run(int sync)
         MT_CHECK_EQ(got[220 + k], -7000 * (int64_t)(r + 1) - k);
     }
     MT_CHECK_EQ(got[104], init_value(r, 104));
+    for (int k = 0; k < 4; k++) MT_CHECK_EQ(got[160 + k], pbase + 50 + k);
     for (int k = 0; k < 8; k++) {
         MT_CHECK_EQ(got[240 + k], pbase + 56 + k);
         MT_CHECK_EQ(rh[48 + k], init_value(next, 248 + k));
@@ -289,6 +316,15 @@ static void run(int sync)
         mt_fail(__FILE__, __LINE__, "rank %d: %llu operations took the direct path (expected %s)",
                 r, direct, expect ? "some" : "none");
     }
+    /* By reference: from this rank's device buffer to another rank's mapped
+     * window (next's, and rank 0's for the SUM). */
+    const int dev_origin = okind != K_HOST;
+    const int expect_refs = dev_origin && ((next != r && kind_of_rank(next) == K_IPC) ||
+                                           (r != 0 && kind_of_rank(0) == K_IPC));
+    if ((refs > 0) != expect_refs) {
+        mt_fail(__FILE__, __LINE__, "rank %d: %llu accumulates went by reference (expected %s)",
+                r, refs, expect_refs ? "some" : "none");
+    }
     if (mt_failures != bad) {
         mt_fail(__FILE__, __LINE__, "failures above under %s, %s windows", sync_name[sync],
                 mixed ? "mixed" : "mapped");
@@ -305,8 +341,8 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
     if (mem_setup() != 0) return mt_skip("no GPU on this machine");
     mixed = argc > 1 && strcmp(argv[1], "mixed") == 0;
-    direct_counter_open();
+    counters_open();
     for (int s = 0; s < NSYNCS; s++) run(s);
-    direct_counter_close();
+    counters_close();
     return mt_finish();
 }
