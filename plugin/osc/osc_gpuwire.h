@@ -109,13 +109,16 @@ typedef struct {
 } gw_osc_waiter_t;
 
 /* The same-node direct path to one target's window (osc_gpuwire_direct.c):
- * its memory mapped into this process, Put and Get copied on a GPU stream. */
+ * a device window mapped into this process (Put and Get copied on a GPU
+ * stream), or a host window reached by cross-memory attach. */
 typedef struct {
     char *ptr;         /* the target window's first byte here; NULL: messages */
     uint64_t size;     /* its bytes */
     int disp_unit;
-    int gpu;           /* the local GPU whose stream copies to it */
+    int gpu;           /* the local GPU whose stream copies to it; -1: host window */
     void *mapping;     /* the peer mapping (gw_osc_dev_unmap); NULL for this rank */
+    int pid;           /* host window: its process (cross-memory attach); ptr is
+                          an address there, never dereferenced here */
 } gw_osc_direct_t;
 
 #define GW_OSC_MAX_GPUS 16

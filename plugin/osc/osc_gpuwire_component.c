@@ -118,10 +118,12 @@ static int component_register(void)
         &mca_osc_gpuwire_component.device);
     (void)mca_base_component_var_register(
         c, "direct",
-        "Same-node device windows (MPI_Win_create on cudaMalloc'd memory): each origin maps "
-        "the windows of the ranks on its node through CUDA IPC once, and a contiguous Put or "
-        "Get to them is one copy on the GPU, completed at the next flush, unlock, fence or "
-        "complete, with no message to the target; 0: every operation is a message",
+        "Same-node windows without messages: each origin maps the device windows "
+        "(MPI_Win_create on cudaMalloc'd memory) of the ranks on its node through CUDA IPC "
+        "once, and a contiguous Put or Get to them is one copy on the GPU, completed at the "
+        "next flush, unlock, fence or complete; to their host windows (from host buffers) it "
+        "is one process_vm_writev/readv where ptrace is allowed; contiguous accumulates from "
+        "a device buffer to a mapped window go by reference; 0: every operation is a message",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_osc_gpuwire_component.direct);
     (void)mca_base_component_pvar_register(
@@ -300,7 +302,7 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
         module_release(m);
         return OMPI_ERR_NOT_SUPPORTED;
     }
-    if (flavor == MPI_WIN_FLAVOR_CREATE) {
+    if (flavor == MPI_WIN_FLAVOR_CREATE || flavor == MPI_WIN_FLAVOR_ALLOCATE) {
         /* Collective: every rank of the window calls it (same flavor). */
         rc = gw_osc_direct_setup(m);
         if (rc != OMPI_SUCCESS) {

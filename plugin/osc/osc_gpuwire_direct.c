@@ -2,7 +2,7 @@
  * osc/gpuwire's same-node direct path: Put and Get into the device windows of
  * the ranks on this node without a message to the target.
  *
- * At MPI_Win_create every rank describes its window (a CUDA IPC description
+ * At MPI_Win_create (and MPI_Win_allocate) every rank describes its window (a CUDA IPC description
  * of device memory, through the core) and the descriptions go to every rank
  * once (an allgather on the window's communicator). An origin maps the
  * description of each target on its node through the process's one IPC
@@ -25,9 +25,13 @@
  * and complete ask for that acknowledgement (a flush message), as flush,
  * unlock and fence already do.
  *
+ * Host windows (create and allocate) on this node: the description is the
+ * process and the window's address, and a contiguous Put or Get from a host
+ * buffer is one cross-memory-attach system call (osc_gpuwire_cma.c), complete
+ * on return, where the origin may ptrace the target.
+ *
  * Everything else keeps the message path: other accumulates, layouts that
- * are not contiguous, host windows, allocate and dynamic windows, targets on
- * other nodes, and windows whose description cannot be mapped (stream-ordered
+ * are not contiguous, dynamic windows, targets on other nodes, and windows whose description cannot be mapped (stream-ordered
  * pools, VMM, managed memory: the exporter says so in its description and no
  * origin maps it; a mapping that fails at one origin sends that origin's
  * operations to that target as messages, which is correct on its own: the
@@ -37,16 +41,23 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "osc_gpuwire_cma.h"
 #include "osc_gpuwire_device.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 /* One rank's part of the exchange. */
+enum { WIN_MESSAGES, WIN_DEVICE, WIN_HOST };
+
 typedef struct {
-    uint32_t kind;     /* 1: desc describes a device window; 0: messages only */
+    uint32_t kind;     /* WIN_DEVICE: desc describes it; WIN_HOST: pid, base */
     int32_t disp_unit;
     uint64_t size;
+    int32_t pid;
+    uint32_t pad;
+    uint64_t base;
     char desc[GW_OSC_DESC_BYTES];
 } gw_osc_win_desc_t;
 
@@ -55,7 +66,15 @@ static void describe_mine(gw_osc_module_t *m, gw_osc_win_desc_t *mine)
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
     char why[256] = "";
     memset(mine, 0, sizeof(*mine));
-    if (!c->direct || m->win_gpu < 0 || m->win_size == 0) return;
+    if (!c->direct || m->win_size == 0) return;
+    mine->disp_unit = m->disp_unit;
+    mine->size = m->win_size;
+    if (m->win_gpu < 0) {
+        mine->kind = WIN_HOST;
+        mine->pid = (int32_t)getpid();
+        mine->base = (uint64_t)(uintptr_t)m->base;
+        return;
+    }
     /* The application's earlier work on the window (a cudaMemset, say) lands
      * before any peer copies into it. */
     if (gw_osc_dev_wait_user(m->win_gpu) != 0) return;
@@ -65,9 +84,7 @@ static void describe_mine(gw_osc_module_t *m, gw_osc_win_desc_t *mine)
                             "their Put and Get go as messages", m->rank, why);
         return;
     }
-    mine->kind = 1;
-    mine->disp_unit = m->disp_unit;
-    mine->size = m->win_size;
+    mine->kind = WIN_DEVICE;
 }
 
 /* Maps target t's window; true when the direct path takes it. */
@@ -79,6 +96,20 @@ static bool map_target(gw_osc_module_t *m, int t, const gw_osc_win_desc_t *w,
     memset(d, 0, sizeof(*d));
     d->size = w->size;
     d->disp_unit = w->disp_unit;
+    if (w->kind == WIN_HOST) {
+        ompi_proc_t *p = ompi_comm_peer_lookup(m->comm, t);
+        if (p == NULL || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) return false;
+        if (gw_osc_cma_probe(w->pid, w->base, why, sizeof(why)) != 0) {
+            opal_output_verbose(1, c->output,
+                                "osc:gpuwire: rank %d cannot reach rank %d's host window (%s): "
+                                "messages instead", m->rank, t, why);
+            return false;
+        }
+        d->ptr = (char *)(uintptr_t)w->base;
+        d->pid = w->pid;
+        d->gpu = -1;
+        return true;
+    }
     if (t == m->rank) {
         d->ptr = m->base;
         d->gpu = m->win_gpu;
@@ -116,7 +147,7 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
                                              m->comm->c_coll->coll_allgather_module);
     int mapped = 0;
     for (int t = 0; rc == OMPI_SUCCESS && c->direct && t < m->size; t++) {
-        if (all[t].kind != 1) continue;
+        if (all[t].kind != WIN_DEVICE && all[t].kind != WIN_HOST) continue;
         gw_osc_direct_t d;
         if (!map_target(m, t, &all[t], &d)) continue;
         if (m->direct == NULL) {
@@ -197,6 +228,17 @@ int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
     char *remote = d->ptr + at;
     bool unordered = false;
     int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (d->pid != 0) {
+        /* A host window: the kernel copies, the call returns with the bytes
+         * there. Device origin buffers keep the message path. */
+        if (ogpu >= 0) return 0;
+        if (gw_osc_cma_copy(d->pid, put, origin, (uint64_t)(uintptr_t)remote, bytes) != 0) {
+            *rc = OMPI_ERROR;
+        } else {
+            __atomic_fetch_add(&mca_osc_gpuwire_component.direct_ops, 1ULL, __ATOMIC_RELAXED);
+        }
+        return 1;
+    }
     if (unordered && gw_osc_dev_wait_user(ogpu) != 0) {
         *rc = OMPI_ERROR;
         return 1;
@@ -224,7 +266,7 @@ bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
     if (m->direct == NULL || target < 0 || target >= m->size || target == m->rank) return false;
     const gw_osc_direct_t *d = &m->direct[target];
     size_t bytes = (size_t)tcount * tdt->super.size;
-    if (d->ptr == NULL || bytes == 0 || op == MPI_NO_OP ||
+    if (d->ptr == NULL || d->pid != 0 || bytes == 0 || op == MPI_NO_OP ||
         (size_t)ocount * odt->super.size != bytes ||
         !ompi_datatype_is_contiguous_memory_layout(tdt, tcount) ||
         !ompi_datatype_is_contiguous_memory_layout(odt, ocount) ||
