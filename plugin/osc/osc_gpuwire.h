@@ -160,7 +160,8 @@ typedef struct gw_osc_module {
     int *posts;            /* POSTs received from each rank, not yet consumed */
     int *grants;           /* grants received from each target, not consumed */
     uint64_t *acked;       /* per target: its operations applied, as last acknowledged */
-    int *unlocks;          /* unlock acknowledgements from each target, not consumed */
+    uint64_t *unlocks;     /* unlock acknowledgements from each target, ever */
+    uint64_t *unlocks_sent; /* unlocks sent to each target, ever */
 
     /* Target lock state: > 0 shared holders, -1 exclusive. */
     int lock_state;

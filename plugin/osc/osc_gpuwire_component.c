@@ -223,6 +223,7 @@ static void module_release(gw_osc_module_t *m)
     free(m->grants);
     free(m->acked);
     free(m->unlocks);
+    free(m->unlocks_sent);
     free(m->waiters);
     free(m->locked);
     free(m->start_ranks);
@@ -273,10 +274,12 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
     m->posts = calloc(n, sizeof(int));
     m->grants = calloc(n, sizeof(int));
     m->acked = calloc(n, sizeof(uint64_t));
-    m->unlocks = calloc(n, sizeof(int));
+    m->unlocks = calloc(n, sizeof(uint64_t));
+    m->unlocks_sent = calloc(n, sizeof(uint64_t));
     m->locked = calloc(n, sizeof(int));
     if (!m->sent || !m->applied || !m->flush_want || !m->flush_kind || !m->complete_want ||
-        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->locked) {
+        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->unlocks_sent ||
+        !m->locked) {
         module_release(m);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -330,6 +333,9 @@ static int win_free(ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
     gw_osc_wait_pending(m);
+    /* Unlocks that returned without their acknowledgement: every target has
+     * handled them before any rank frees. */
+    for (int t = 0; t < m->size; t++) gw_osc_wait_reached(m, &m->unlocks[t], m->unlocks_sent[t]);
     gw_osc_wait_sends(m);
     /* The mappings of the peers' windows go before the peers may free them. */
     gw_osc_direct_release(m);

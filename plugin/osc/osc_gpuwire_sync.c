@@ -253,15 +253,22 @@ int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
 }
 
 /* The target acknowledges an unlock once it has applied every operation
- * sent before it and released the lock: unlock waits for that
- * acknowledgement, so no message of the epoch is still on its way when the
- * window is freed. */
-static void unlock_send(gw_osc_module_t *m, int target)
+ * sent before it and released the lock. Unlock waits for that
+ * acknowledgement only when operations went as messages since the last
+ * acknowledgement: an epoch of direct operations only is complete once their
+ * copies are (waited for before), and the target releases the lock when the
+ * message arrives (a later lock request from this origin comes after it).
+ * Win_free waits for every acknowledgement still owed. Returns the count of
+ * unlock acknowledgements to wait for (0: none). */
+static uint64_t unlock_send(gw_osc_module_t *m, int target)
 {
     opal_mutex_lock(&m->lock);
+    bool wait = m->acked[target] < m->sent[target];
     gw_osc_send_ctl(m, target, GW_OSC_UNLOCK, (m->locked[target] & 4) ? 1 : 0,
                     m->sent[target]);
+    uint64_t want = ++m->unlocks_sent[target];
     opal_mutex_unlock(&m->lock);
+    return wait ? want : 0;
 }
 
 /* Returns the count the acknowledgement must reach; sends a flush only when
@@ -282,8 +289,8 @@ int gw_osc_unlock(int target, ompi_win_t *win)
         return OMPI_ERR_RMA_SYNC;
     }
     int rc = gw_osc_direct_wait(m);
-    unlock_send(m, target);
-    wait_one(m, m->unlocks, target);
+    uint64_t want = unlock_send(m, target);
+    if (want) gw_osc_wait_reached(m, &m->unlocks[target], want);
     gw_osc_wait_pending(m);
     m->locked[target] = 0;
     return rc;
@@ -313,8 +320,13 @@ int gw_osc_unlock_all(ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (!m->lock_all) return OMPI_ERR_RMA_SYNC;
     int rc = gw_osc_direct_wait(m);
-    for (int t = 0; t < m->size; t++) unlock_send(m, t);
-    for (int t = 0; t < m->size; t++) wait_one(m, m->unlocks, t);
+    uint64_t *want = calloc((size_t)m->size, sizeof(*want));
+    if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    for (int t = 0; t < m->size; t++) want[t] = unlock_send(m, t);
+    for (int t = 0; t < m->size; t++) {
+        if (want[t]) gw_osc_wait_reached(m, &m->unlocks[t], want[t]);
+    }
+    free(want);
     gw_osc_wait_pending(m);
     for (int t = 0; t < m->size; t++) m->locked[t] = 0;
     m->lock_all = false;
