@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "opal/util/output.h"
 
 int gw_osc_cma_probe(int pid, uint64_t addr, char *why, size_t why_len)
 {
@@ -25,7 +24,8 @@ int gw_osc_cma_probe(int pid, uint64_t addr, char *why, size_t why_len)
     return -1;
 }
 
-int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len)
+int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len, char *why,
+                    size_t why_len)
 {
     /* The kernel may move fewer bytes than asked (a page at a time at worst). */
     size_t done = 0;
@@ -36,9 +36,9 @@ int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len)
                         : process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
-            opal_output(0, "osc:gpuwire: %s of %zu bytes %s process %d failed: %s",
-                        put ? "process_vm_writev" : "process_vm_readv", len - done,
-                        put ? "to" : "from", pid, n < 0 ? strerror(errno) : "no progress");
+            snprintf(why, why_len, "%s of %zu bytes %s process %d: %s",
+                     put ? "process_vm_writev" : "process_vm_readv", len - done,
+                     put ? "to" : "from", pid, n < 0 ? strerror(errno) : "no progress");
             return -1;
         }
         done += (size_t)n;

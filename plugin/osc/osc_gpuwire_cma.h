@@ -14,7 +14,9 @@
  * why. */
 int gw_osc_cma_probe(int pid, uint64_t addr, char *why, size_t why_len);
 /* Copies len bytes between local memory and process pid's memory at remote
- * (put: local to remote), synchronously. 0, or -1 (logged). */
-int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len);
+ * (put: local to remote), synchronously. 0, or -1 with why (some bytes may
+ * have moved). */
+int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len, char *why,
+                    size_t why_len);
 
 #endif

@@ -232,11 +232,16 @@ int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
         /* A host window: the kernel copies, the call returns with the bytes
          * there. Device origin buffers keep the message path. */
         if (ogpu >= 0) return 0;
-        if (gw_osc_cma_copy(d->pid, put, origin, (uint64_t)(uintptr_t)remote, bytes) != 0) {
-            *rc = OMPI_ERROR;
-        } else {
-            __atomic_fetch_add(&mca_osc_gpuwire_component.direct_ops, 1ULL, __ATOMIC_RELAXED);
+        char why[256];
+        if (gw_osc_cma_copy(d->pid, put, origin, (uint64_t)(uintptr_t)remote, bytes, why,
+                            sizeof(why)) != 0) {
+            /* Memory the kernel will not copy (a driver's mapping, say): the
+             * message path does it again, whole. */
+            opal_output_verbose(1, mca_osc_gpuwire_component.output,
+                                "osc:gpuwire: %s; sent as a message instead", why);
+            return 0;
         }
+        __atomic_fetch_add(&mca_osc_gpuwire_component.direct_ops, 1ULL, __ATOMIC_RELAXED);
         return 1;
     }
     if (unordered && gw_osc_dev_wait_user(ogpu) != 0) {
