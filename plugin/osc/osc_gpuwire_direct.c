@@ -291,7 +291,7 @@ bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
 
 int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target)
 {
-    if (m->ref_want == NULL) return OMPI_SUCCESS;
+    if (m->ref_want == NULL || target >= m->size) return OMPI_SUCCESS;
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? m->size : target + 1); t++) {
         opal_mutex_lock(&m->lock);
         uint64_t want = m->ref_want[t];
