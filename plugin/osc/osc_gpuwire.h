@@ -139,9 +139,10 @@ typedef struct gw_osc_module {
     int nregions, cap_regions;
 
     gw_osc_direct_t *direct;  /* per target, NULL: no target is direct */
-    /* Direct copies: the last ticket issued and the last waited for, per GPU. */
+    /* Direct copies: the last ticket issued per GPU, and the GPUs copied on
+     * (bit g). */
     uint64_t direct_issued[GW_OSC_MAX_GPUS];
-    uint64_t direct_waited[GW_OSC_MAX_GPUS];
+    unsigned direct_gpus;
     /* Per target: the count its acknowledgement must reach before the origin
      * buffers of accumulates sent by reference are free (NULL: none sent). */
     uint64_t *ref_want;

@@ -171,20 +171,19 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
 int gw_osc_direct_wait(gw_osc_module_t *m)
 {
     int rc = OMPI_SUCCESS;
+    uint64_t want[GW_OSC_MAX_GPUS];
     if (m->direct == NULL) return rc;
-    for (int g = 0; g < GW_OSC_MAX_GPUS; g++) {
-        opal_mutex_lock(&m->lock);
-        uint64_t want = m->direct_issued[g];
-        bool need = want > m->direct_waited[g];
-        opal_mutex_unlock(&m->lock);
-        if (!need) continue;
-        if (gw_osc_dev_copy_wait(g, want) != 0) {
-            rc = OMPI_ERROR;
-            continue;
-        }
-        opal_mutex_lock(&m->lock);
-        if (want > m->direct_waited[g]) m->direct_waited[g] = want;
-        opal_mutex_unlock(&m->lock);
+    /* One look under the lock at the GPUs this window has copied on (a flush
+     * per operation pays for this on every call). The bits stay: a wait on a
+     * ticket passed already is one load, and another thread's wait in
+     * progress must not make this one return early. */
+    opal_mutex_lock(&m->lock);
+    unsigned gpus = m->direct_gpus;
+    for (int g = 0; g < GW_OSC_MAX_GPUS; g++) want[g] = m->direct_issued[g];
+    opal_mutex_unlock(&m->lock);
+    for (int g = 0; gpus != 0 && g < GW_OSC_MAX_GPUS; g++) {
+        if (!(gpus & (1u << g))) continue;
+        if (gw_osc_dev_copy_wait(g, want[g]) != 0) rc = OMPI_ERROR;
     }
     return rc;
 }
@@ -252,7 +251,10 @@ int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
     opal_mutex_lock(&m->lock);
     int r = gw_osc_dev_copy_start(put ? remote : origin, put ? origin : remote, bytes, d->gpu,
                                   ogpu == d->gpu, &ticket);
-    if (r == 0 && ticket > m->direct_issued[d->gpu]) m->direct_issued[d->gpu] = ticket;
+    if (r == 0) {
+        if (ticket > m->direct_issued[d->gpu]) m->direct_issued[d->gpu] = ticket;
+        m->direct_gpus |= 1u << d->gpu;
+    }
     opal_mutex_unlock(&m->lock);
     if (r != 0) {
         *rc = OMPI_ERROR;
