@@ -155,6 +155,7 @@ static void counters_close(void)
 
 static int kind_of_rank(int r) { return unmapped ? K_OPAQUE : mixed ? r % 3 : K_IPC; }
 static int64_t init_value(int rank, int i) { return 1000000 * (int64_t)(rank + 1) + i; }
+static int64_t origin_value(int rank, int sync) { return 500000 * (int64_t)(rank + 1) + 1000 * sync; }
 
 static void access_begin(int sync, int target, MPI_Win win)
 {
@@ -221,7 +222,9 @@ static void run(int sync)
     char *oregion = mem_alloc(okind);
     int64_t *o = (int64_t *)oregion, *res = o + 64;
     int64_t o_host[128] = {0}, h_src[16], h_res[16] = {0};
-    for (int k = 0; k < 64; k++) o_host[k] = 500000 * (int64_t)(r + 1) + k;
+    /* Values differ from one run to the next: a copy of an earlier run that
+     * lands late cannot pass for one of this run. */
+    for (int k = 0; k < 64; k++) o_host[k] = origin_value(r, sync) + k;
     mem_to(okind, o, o_host, sizeof(o_host));
     for (int k = 0; k < 16; k++) h_src[k] = -7000 * (int64_t)(r + 1) - k;
     MPI_Datatype vec;
@@ -279,7 +282,7 @@ static void run(int sync)
     int64_t got[N], rh[64];
     mem_from(kind, got, mem, sizeof(got));
     mem_from(okind, rh, res, sizeof(rh));
-    const int64_t pbase = 500000 * (int64_t)(prev + 1);
+    const int64_t pbase = origin_value(prev, sync);
     for (int k = 0; k < 16; k++) {
         MT_CHECK_EQ(got[k], pbase + k);
         MT_CHECK_EQ(got[16 + k], -7000 * (int64_t)(prev + 1) - k);
@@ -303,11 +306,11 @@ static void run(int sync)
     if (sync == S_LOCK || sync == S_LOCKALL) {
         for (int k = 0; k < 8; k++) {
             MT_CHECK_EQ(got[200 + k], pbase + 40 + k);
-            MT_CHECK_EQ(rh[32 + k], 500000 * (int64_t)(r + 1) + 40 + k);
+            MT_CHECK_EQ(rh[32 + k], origin_value(r, sync) + 40 + k);
         }
     }
     int64_t sum = 0;
-    for (int q = 0; q < size; q++) sum += 500000 * (int64_t)(q + 1) + 48;
+    for (int q = 0; q < size; q++) sum += origin_value(q, sync) + 48;
     MT_CHECK_EQ(got[120], r == 0 ? init_value(0, 120) + sum : init_value(r, 120));
     /* Direct wherever a device window could be mapped (the next rank's, or
      * this rank's own); host windows are reached directly where the system
