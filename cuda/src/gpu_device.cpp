@@ -143,6 +143,33 @@ GW_CORE_API int gw_coll_copy_start(void *dst, const void *src, size_t len, int g
     return 0;
 }
 
+GW_CORE_API int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu,
+                                          bool both_device, uint64_t *ticket, char *why,
+                                          size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_dev->mu);
+    cu::TrackedStream *ts = nullptr;
+    if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    if (both_device && len > 0) {
+        // One submission for the copy and its signal (an 8-byte copy and a
+        // mark are two, about 1.5 us more).
+        const cu::CopyItem item{dst, src, len};
+        auto t = ts->copy_and_mark(&item, 1);
+        if (t) {
+            *ticket = *t;
+            return 0;
+        }
+        if (t.status().code() != cu::Errc::not_supported)
+            return fail_status(why, why_len, "copy", t.status());
+    }
+    cu::Status s = cu::copy_async(dst, src, len, ts->stream());
+    if (!s) return fail_status(why, why_len, "copy", s);
+    auto t = ts->mark();
+    if (!t) return fail_status(why, why_len, "copy completion", t.status());
+    *ticket = *t;
+    return 0;
+}
+
 GW_CORE_API int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
     cu::TrackedStream *ts = nullptr;

@@ -95,6 +95,35 @@ GW_CORE_API int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc,
     return rc;
 }
 
+// A single peer's buffer outside a team: the lease keeps the cache's entry
+// (refcounted, so never evicted) until unmap.
+struct gw_coll_peer_mapping {
+    cu::IpcMapping lease;
+};
+
+GW_CORE_API int gw_coll_peer_map(const void *desc, uint32_t peer_id,
+                                 gw_coll_peer_mapping_t **out, void **ptr, int *gpu, char *why,
+                                 size_t why_len)
+{
+    *out = nullptr;
+    cu::IpcBlob blob;
+    cu::Status s = cu::decode_ipc_blob(desc, sizeof(blob), &blob);
+    if (!s) return fail(why, why_len, "the peer's buffer cannot be mapped: %s", s.message().c_str());
+    // As pml gpuwire's receiver: the peer's GPU where this process sees it.
+    int device = g_dev->ctx->device_of_uuid(blob.device_uuid);
+    if (device < 0) device = 0;
+    auto m = g_dev->ctx->mappings().acquire(peer_id, blob, device); // locks itself
+    if (!m) return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+    auto held = std::make_unique<gw_coll_peer_mapping>();
+    held->lease = std::move(*m);
+    *ptr = held->lease.ptr();
+    *gpu = device;
+    *out = held.release();
+    return 0;
+}
+
+GW_CORE_API void gw_coll_peer_unmap(gw_coll_peer_mapping_t *m) { delete m; }
+
 static gw_nvl_coll_t nvl_coll(int coll)
 {
     switch (coll) {

@@ -53,9 +53,13 @@ enum {
     GW_OSC_ACK,        /* unlock or flush done; count: the origin's ops applied */
 };
 
+/* hdr aux of GW_OSC_ACC: the payload is the description of the origin's
+ * device buffer (osc_gpuwire_direct.c), not its bytes. */
+#define GW_OSC_BY_REF 1
+
 typedef struct {
     uint32_t kind;
-    int32_t aux;      /* lock type */
+    int32_t aux;      /* lock type; GW_OSC_BY_REF */
     int32_t op;       /* Fortran handle of the predefined op */
     int32_t type;     /* Fortran handle of the predefined element type */
     uint32_t nblocks; /* target layout blocks that follow; 0: contiguous */
@@ -104,6 +108,21 @@ typedef struct {
     int type;
 } gw_osc_waiter_t;
 
+/* The same-node direct path to one target's window (osc_gpuwire_direct.c):
+ * a device window mapped into this process (Put and Get copied on a GPU
+ * stream), or a host window reached by cross-memory attach. */
+typedef struct {
+    char *ptr;         /* the target window's first byte here; NULL: messages */
+    uint64_t size;     /* its bytes */
+    int disp_unit;
+    int gpu;           /* the local GPU whose stream copies to it; -1: host window */
+    void *mapping;     /* the peer mapping (gw_osc_dev_unmap); NULL for this rank */
+    int pid;           /* host window: its process (cross-memory attach); ptr is
+                          an address there, never dereferenced here */
+} gw_osc_direct_t;
+
+#define GW_OSC_MAX_GPUS 16
+
 typedef struct gw_osc_module {
     ompi_osc_base_module_t super;
     opal_list_item_t link; /* in the component's list of windows */
@@ -119,6 +138,15 @@ typedef struct gw_osc_module {
     gw_osc_region_t *regions; /* DYNAMIC */
     int nregions, cap_regions;
 
+    gw_osc_direct_t *direct;  /* per target, NULL: no target is direct */
+    /* Direct copies: the last ticket issued per GPU, and the GPUs copied on
+     * (bit g). */
+    uint64_t direct_issued[GW_OSC_MAX_GPUS];
+    unsigned direct_gpus;
+    /* Per target: the count its acknowledgement must reach before the origin
+     * buffers of accumulates sent by reference are free (NULL: none sent). */
+    uint64_t *ref_want;
+
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
     opal_list_t outgoing;  /* gw_osc_msg_t, sends in flight */
@@ -133,7 +161,8 @@ typedef struct gw_osc_module {
     int *posts;            /* POSTs received from each rank, not yet consumed */
     int *grants;           /* grants received from each target, not consumed */
     uint64_t *acked;       /* per target: its operations applied, as last acknowledged */
-    int *unlocks;          /* unlock acknowledgements from each target, not consumed */
+    uint64_t *unlocks;     /* unlock acknowledgements from each target, ever */
+    uint64_t *unlocks_sent; /* unlocks sent to each target, ever */
 
     /* Target lock state: > 0 shared holders, -1 exclusive. */
     int lock_state;
@@ -170,6 +199,11 @@ typedef struct {
     bool progress_registered;
     int ngpus;            /* > 0 once the device layer opened */
     bool device_tried;    /* the device layer's opening was attempted */
+    bool direct;          /* same-node Put/Get straight into mapped device windows */
+    unsigned long long direct_ops;     /* pvar: Put/Get on the direct path */
+    unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
+    unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
+
 } gw_osc_component_t;
 
 #ifdef GW_OSC_FAKE_DEVICE
@@ -227,6 +261,31 @@ int gw_osc_rget_accumulate(const void *, int, ompi_datatype_t *, void *, int,
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body);
 /* Origin side: a reply for a pending get. */
 void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
+
+/* osc_gpuwire_direct.c */
+/* Collective over the window: every rank's description of its window goes
+ * to every rank; the origin maps those of same-node targets it can. */
+int gw_osc_direct_setup(gw_osc_module_t *m);
+void gw_osc_direct_release(gw_osc_module_t *m);
+/* A Put (put) or Get to a direct target, both sides contiguous: one
+ * asynchronous copy. Returns 1 when taken (*rc its result; the copy is
+ * complete only after gw_osc_direct_wait, or at once when wait), 0 when the
+ * message path must take it. */
+int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
+                      ompi_datatype_t *odt, int target, ptrdiff_t tdisp, int tcount,
+                      ompi_datatype_t *tdt, bool wait, int *rc);
+/* Waits for every direct copy issued so far (origin buffers reusable, data
+ * at the targets). Called before any synchronisation's messages. */
+int gw_osc_direct_wait(gw_osc_module_t *m);
+/* Whether an Accumulate to target may go by reference: then desc holds the
+ * description of the origin buffer (GW_OSC_DESC_BYTES) to send instead of its
+ * bytes (hdr aux GW_OSC_BY_REF). el: the element type. */
+bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
+                           ompi_datatype_t *odt, int target, int tcount, ompi_datatype_t *tdt,
+                           MPI_Datatype el, MPI_Op op, void *desc);
+/* Waits until target (-1: every target) has applied the accumulates this
+ * origin sent it by reference: their origin buffers are free again. */
+int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target);
 
 /* osc_gpuwire_sync.c */
 int gw_osc_fence(int, ompi_win_t *);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "osc_gpuwire_device.h"
+#include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 /* Where [disp + off, + len) lies in this window, and on which GPU; NULL when
@@ -76,6 +77,24 @@ static int combine(char *dst, const char *src, size_t len, MPI_Datatype type, MP
     return rc == MPI_SUCCESS ? 0 : -1;
 }
 
+/* An Accumulate sent by reference: payload is the description of the
+ * origin's device buffer, on this window's GPU (osc_gpuwire_direct.c). */
+static int apply_by_ref(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h,
+                        const gw_osc_block_t *blocks, const char *desc, MPI_Datatype type,
+                        MPI_Op op)
+{
+    int gpu = -1;
+    char *at = h->nblocks == 1 ? locate(m, h->disp, blocks[0].off, blocks[0].len, &gpu) : NULL;
+    ompi_proc_t *p = ompi_comm_peer_lookup(m->comm, origin);
+    if (at == NULL || gpu < 0 || p == NULL) {
+        opal_output(0, "osc:gpuwire: rank %d's accumulate by reference does not fit rank %d's "
+                    "device window; dropped", origin, m->rank);
+        return -1;
+    }
+    return gw_osc_dev_reduce_mapped(at, desc, (uint32_t)p->super.proc_name.vpid, blocks[0].len,
+                                    type, op, gpu);
+}
+
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body)
 {
     const gw_osc_block_t *blocks = (const gw_osc_block_t *)body;
@@ -86,6 +105,10 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     MPI_Datatype type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE;
     MPI_Op op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL;
 
+    if (h->kind == GW_OSC_ACC && h->aux == GW_OSC_BY_REF) {
+        (void)apply_by_ref(m, origin, h, blocks, payload, type, op);
+        return;
+    }
     if (fetch) {
         reply = malloc(h->bytes ? h->bytes : 1);
         if (reply == NULL) {

@@ -185,8 +185,12 @@ static void poll_until(gw_osc_module_t *m, bool (*done)(gw_osc_module_t *, const
 {
     for (;;) {
         opal_mutex_lock(&m->lock);
-        gw_osc_poll(m);
+        /* Already there (a flush after direct operations only): no probe. */
         bool reached = done(m, arg);
+        if (!reached) {
+            gw_osc_poll(m);
+            reached = done(m, arg);
+        }
         opal_mutex_unlock(&m->lock);
         if (reached) return;
         opal_progress();

@@ -15,6 +15,7 @@
 
 #include "gpuwire_preflight.h"
 #include "osc_gpuwire_device.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -46,6 +47,7 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
     .verbose = 0,
     .output = -1,
     .device = true,
+    .direct = true,
 };
 
 static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
@@ -115,6 +117,36 @@ static int component_register(void)
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_osc_gpuwire_component.device);
     (void)mca_base_component_var_register(
+        c, "direct",
+        "Same-node windows without messages: each origin maps the device windows "
+        "(MPI_Win_create on cudaMalloc'd memory) of the ranks on its node through CUDA IPC "
+        "once, and a contiguous Put or Get to them is one copy on the GPU, completed at the "
+        "next flush, unlock, fence or complete; to their host windows (from host buffers) it "
+        "is one process_vm_writev/readv where ptrace is allowed; contiguous accumulates from "
+        "a device buffer to a mapped window go by reference; 0: every operation is a message",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_osc_gpuwire_component.direct);
+    (void)mca_base_component_pvar_register(
+        c, "direct_ops", "Put and Get done by a direct copy into a mapped window",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+        &mca_osc_gpuwire_component.direct_ops);
+    (void)mca_base_component_pvar_register(
+        c, "direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+        &mca_osc_gpuwire_component.direct_targets);
+    (void)mca_base_component_pvar_register(
+        c, "acc_by_ref",
+        "Accumulates from a device buffer sent by reference: the target reduced from the "
+        "mapped origin buffer, no host staging at either end",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+        &mca_osc_gpuwire_component.acc_by_ref);
+    (void)mca_base_component_var_register(
         c, "verbose", "Verbosity: 1 device support, 10 every window", MCA_BASE_VAR_TYPE_INT,
         NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
         &mca_osc_gpuwire_component.verbose);
@@ -177,9 +209,11 @@ static int component_query(ompi_win_t *win, void **base, size_t size, int disp_u
 
 static void module_release(gw_osc_module_t *m)
 {
+    gw_osc_direct_release(m);
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
     free(m->regions);
+    free(m->ref_want);
     free(m->sent);
     free(m->applied);
     free(m->flush_want);
@@ -189,6 +223,7 @@ static void module_release(gw_osc_module_t *m)
     free(m->grants);
     free(m->acked);
     free(m->unlocks);
+    free(m->unlocks_sent);
     free(m->waiters);
     free(m->locked);
     free(m->start_ranks);
@@ -239,10 +274,12 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
     m->posts = calloc(n, sizeof(int));
     m->grants = calloc(n, sizeof(int));
     m->acked = calloc(n, sizeof(uint64_t));
-    m->unlocks = calloc(n, sizeof(int));
+    m->unlocks = calloc(n, sizeof(uint64_t));
+    m->unlocks_sent = calloc(n, sizeof(uint64_t));
     m->locked = calloc(n, sizeof(int));
     if (!m->sent || !m->applied || !m->flush_want || !m->flush_kind || !m->complete_want ||
-        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->locked) {
+        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->unlocks_sent ||
+        !m->locked) {
         module_release(m);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -268,6 +305,14 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
         module_release(m);
         return OMPI_ERR_NOT_SUPPORTED;
     }
+    if (flavor == MPI_WIN_FLAVOR_CREATE || flavor == MPI_WIN_FLAVOR_ALLOCATE) {
+        /* Collective: every rank of the window calls it (same flavor). */
+        rc = gw_osc_direct_setup(m);
+        if (rc != OMPI_SUCCESS) {
+            module_release(m);
+            return rc;
+        }
+    }
     win->w_osc_module = &m->super;
     *model = MPI_WIN_UNIFIED;
     opal_mutex_lock(&c->windows_lock);
@@ -288,7 +333,12 @@ static int win_free(ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
     gw_osc_wait_pending(m);
+    /* Unlocks that returned without their acknowledgement: every target has
+     * handled them before any rank frees. */
+    for (int t = 0; t < m->size; t++) gw_osc_wait_reached(m, &m->unlocks[t], m->unlocks_sent[t]);
     gw_osc_wait_sends(m);
+    /* The mappings of the peers' windows go before the peers may free them. */
+    gw_osc_direct_release(m);
     /* No rank frees before every rank's last message has been handled. */
     int rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
     opal_mutex_lock(&c->windows_lock);

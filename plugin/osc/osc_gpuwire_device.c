@@ -2,6 +2,8 @@
 #include "osc_gpuwire_device.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "gpuwire/gpu_device.h"
 #include "gpuwire/cuda/reduce.h"
@@ -40,6 +42,82 @@ int gw_osc_dev_where(const void *p, size_t len)
         return -1;
     }
     return mem.on_gpu ? mem.gpu : -1;
+}
+
+int gw_osc_dev_where_order(const void *p, size_t len, bool *unordered)
+{
+    *unordered = false;
+    if (ngpus <= 0 || p == NULL) return -1;
+    gw_coll_mem_t mem;
+    char why[256];
+    if (gw_coll_device_classify(p, len ? len : 1, &mem, why, sizeof(why)) != 0) {
+        opal_output(0, "osc:gpuwire: cannot tell where %p lives (%s); taken as host memory", p,
+                    why);
+        return -1;
+    }
+    *unordered = mem.on_gpu && mem.unordered;
+    return mem.on_gpu ? mem.gpu : -1;
+}
+
+int gw_osc_dev_wait_user(int gpu)
+{
+    char why[256];
+    if (gw_coll_device_wait_user(gpu, why, sizeof(why)) != 0) {
+        opal_output(0, "osc:gpuwire: waiting for the application's work on GPU %d failed: %s",
+                    gpu, why);
+        return -1;
+    }
+    return 0;
+}
+
+_Static_assert(GW_OSC_DESC_BYTES == GW_COLL_BUF_DESC_BYTES, "one description size");
+
+int gw_osc_dev_describe(const void *p, size_t len, void *desc, char *why, size_t why_len)
+{
+    if (ngpus <= 0) {
+        memset(desc, 0, GW_OSC_DESC_BYTES);
+        snprintf(why, why_len, "no GPU");
+        return -1;
+    }
+    return gw_coll_buffer_describe(p, len ? len : 1, desc, why, why_len);
+}
+
+int gw_osc_dev_map(const void *desc, uint32_t peer_id, void **mapping, void **ptr, int *gpu,
+                   char *why, size_t why_len)
+{
+    gw_coll_peer_mapping_t *m = NULL;
+    if (ngpus <= 0) {
+        snprintf(why, why_len, "no GPU");
+        return -1;
+    }
+    if (gw_coll_peer_map(desc, peer_id, &m, ptr, gpu, why, why_len) != 0) return -1;
+    *mapping = m;
+    return 0;
+}
+
+void gw_osc_dev_unmap(void *mapping) { gw_coll_peer_unmap((gw_coll_peer_mapping_t *)mapping); }
+
+int gw_osc_dev_copy_start(void *dst, const void *src, size_t len, int gpu, bool both_device,
+                          uint64_t *ticket)
+{
+    char why[256];
+    if (gw_coll_copy_device_start(dst, src, len, gpu, both_device, ticket, why, sizeof(why)) !=
+        0) {
+        opal_output(0, "osc:gpuwire: direct copy of %zu bytes on GPU %d failed: %s", len, gpu,
+                    why);
+        return -1;
+    }
+    return 0;
+}
+
+int gw_osc_dev_copy_wait(int gpu, uint64_t ticket)
+{
+    char why[256];
+    if (gw_coll_copy_wait(gpu, ticket, why, sizeof(why)) != 0) {
+        opal_output(0, "osc:gpuwire: direct copies on GPU %d failed: %s", gpu, why);
+        return -1;
+    }
+    return 0;
 }
 
 int gw_osc_dev_copy(void *dst, const void *src, size_t len, int gpu)
@@ -129,4 +207,49 @@ int gw_osc_dev_reduce(void *dst, const void *src, size_t len, MPI_Datatype type,
         return -1;
     }
     return 1;
+}
+
+bool gw_osc_dev_reduce_supported(MPI_Datatype type, MPI_Op op)
+{
+    if (op == MPI_REPLACE) return true;
+    int o = op_id(op), t = type_id(type);
+    return o >= 0 && t >= 0 && gw_coll_reduce_supported(o, t);
+}
+
+int gw_osc_dev_reduce_mapped(void *dst, const void *desc, uint32_t peer_id, size_t len,
+                             MPI_Datatype type, MPI_Op op, int gpu)
+{
+    gw_coll_peer_mapping_t *map = NULL;
+    void *src = NULL;
+    int mgpu = -1, rc = 0;
+    uint64_t ticket = 0;
+    char why[256] = "";
+    if (gw_coll_peer_map(desc, peer_id, &map, &src, &mgpu, why, sizeof(why)) != 0) {
+        rc = -1;
+    } else if (mgpu != gpu) {
+        snprintf(why, sizeof(why), "the origin buffer is on GPU %d, the window on GPU %d", mgpu,
+                 gpu);
+        rc = -1;
+    } else if (op == MPI_REPLACE) {
+        rc = gw_coll_copy_device_start(dst, src, len, gpu, true, &ticket, why, sizeof(why));
+    } else {
+        int o = op_id(op), t = type_id(type);
+        size_t esize = t >= 0 ? gw_reduce_type_size(t) : 0;
+        if (o < 0 || esize == 0 || len % esize) {
+            snprintf(why, sizeof(why), "no kernel for this op and type");
+            rc = -1;
+        } else {
+            rc = gw_coll_reduce_start(o, t, src, dst, dst, len / esize, gpu, &ticket, why,
+                                      sizeof(why));
+        }
+    }
+    /* The origin waits for this operation's acknowledgement before it may
+     * reuse its buffer: the reduction must be over before the mapping goes. */
+    if (rc == 0) rc = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+    gw_coll_peer_unmap(map);
+    if (rc != 0) {
+        opal_output(0, "osc:gpuwire: accumulate of %zu bytes from a mapped origin buffer on GPU "
+                    "%d failed: %s", len, gpu, why);
+    }
+    return rc;
 }

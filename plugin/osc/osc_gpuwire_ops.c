@@ -1,8 +1,10 @@
 /*
- * osc/gpuwire's operations: the origin packs its data (staging device
- * buffers through host memory) and sends it with the target's layout; the
- * target applies it to its window (osc_gpuwire_apply.c) and answers the
- * fetching kinds with a reply that the origin unpacks here.
+ * osc/gpuwire's operations: a contiguous Put or Get to a target whose window
+ * this rank has mapped is one copy (osc_gpuwire_direct.c); otherwise the
+ * origin packs its data (staging device buffers through host memory) and
+ * sends it with the target's layout; the target applies it to its window
+ * (osc_gpuwire_apply.c) and answers the fetching kinds with a reply that the
+ * origin unpacks here.
  */
 #include "osc_gpuwire.h"
 
@@ -246,6 +248,19 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         return OMPI_SUCCESS;
     }
     if (c->target < 0 || c->target >= m->size) return OMPI_ERR_RMA_RANGE;
+    if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
+        const bool put = c->kind == GW_OSC_PUT;
+        int drc = OMPI_SUCCESS;
+        if (gw_osc_direct_rma(m, put, put ? (void *)c->oaddr : c->raddr,
+                              put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
+                              c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
+            if (c->request && drc == OMPI_SUCCESS) {
+                PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
+                PMPI_Grequest_complete(*c->request);
+            }
+            return drc;
+        }
+    }
     gw_osc_hdr_t h = {.kind = c->kind, .disp = c->tdisp};
     gw_osc_block_t *blocks = NULL;
     size_t tbytes = (size_t)c->tcount * c->tdt->super.size;
@@ -265,6 +280,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     void *tmp = NULL;
     size_t plen = 0;
     char cas[2 * 16];
+    char ref[GW_OSC_DESC_BYTES];
     if (c->kind == GW_OSC_CAS) {
         /* Origin value, then compare value: one element each (<= 16 bytes). */
         size_t sz = c->tdt->super.size;
@@ -284,6 +300,13 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         }
         payload = cas;
         plen = 2 * sz;
+    } else if (c->kind == GW_OSC_ACC && c->request == NULL &&
+               gw_osc_direct_acc_ref(m, c->oaddr, c->ocount, c->odt, c->target, c->tcount,
+                                     c->tdt, PMPI_Type_f2c(h.type), c->op, ref)) {
+        /* By reference: the target reduces from the origin buffer itself. */
+        h.aux = GW_OSC_BY_REF;
+        payload = ref;
+        plen = sizeof(ref);
     } else if (c->kind != GW_OSC_GET && !(c->op != NULL && c->op == MPI_NO_OP)) {
         plen = (size_t)c->ocount * c->odt->super.size;
         if (plen != tbytes) {
@@ -311,6 +334,16 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         opal_list_append(&m->pending, &p->super);
     }
     m->sent[c->target]++;
+    if (h.aux == GW_OSC_BY_REF) {
+        if (m->ref_want == NULL) m->ref_want = calloc((size_t)m->size, sizeof(*m->ref_want));
+        if (m->ref_want == NULL) {
+            opal_mutex_unlock(&m->lock);
+            free(blocks);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        m->ref_want[c->target] = m->sent[c->target];
+        __atomic_fetch_add(&mca_osc_gpuwire_component.acc_by_ref, 1ULL, __ATOMIC_RELAXED);
+    }
     rc = gw_osc_send(m, c->target, &h, blocks, h.nblocks * sizeof(*blocks), payload, plen);
     opal_mutex_unlock(&m->lock);
     if (c->request && c->kind != GW_OSC_GET && c->kind != GW_OSC_GACC &&

@@ -1,7 +1,8 @@
 /*
  * osc/gpuwire's synchronisation: fence, post/start/complete/wait, locks and
  * flushes. Every epoch closes by counts (osc_gpuwire.h): the target has
- * applied as many operations from an origin as that origin sent.
+ * applied as many operations from an origin as that origin sent; the direct
+ * path's copies (osc_gpuwire_direct.c) are waited for first.
  */
 #include "osc_gpuwire.h"
 
@@ -91,6 +92,8 @@ int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
+    int drc = gw_osc_direct_wait(m);
+    if (drc != OMPI_SUCCESS) return drc;
     uint64_t *expect = calloc(m->size, sizeof(*expect));
     uint64_t *sent = calloc(m->size, sizeof(*sent));
     if (expect == NULL || sent == NULL) {
@@ -179,6 +182,10 @@ int gw_osc_complete(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (m->start_ranks == NULL) return OMPI_ERR_RMA_SYNC;
+    /* The direct copies land before the targets hear of the end; origin
+     * buffers lent by reference are free once complete returns. */
+    int rc = gw_osc_direct_wait(m);
+    for (int i = 0; i < m->nstart; i++) gw_osc_direct_wait_refs(m, m->start_ranks[i]);
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->nstart; i++) {
         int t = m->start_ranks[i];
@@ -187,7 +194,7 @@ int gw_osc_complete(ompi_win_t *win)
     opal_mutex_unlock(&m->lock);
     gw_osc_wait_pending(m);
     epoch_close(&m->start_ranks, &m->nstart);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 static bool exposure_done(gw_osc_module_t *m)
@@ -246,15 +253,22 @@ int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
 }
 
 /* The target acknowledges an unlock once it has applied every operation
- * sent before it and released the lock: unlock waits for that
- * acknowledgement, so no message of the epoch is still on its way when the
- * window is freed. */
-static void unlock_send(gw_osc_module_t *m, int target)
+ * sent before it and released the lock. Unlock waits for that
+ * acknowledgement only when operations went as messages since the last
+ * acknowledgement: an epoch of direct operations only is complete once their
+ * copies are (waited for before), and the target releases the lock when the
+ * message arrives (a later lock request from this origin comes after it).
+ * Win_free waits for every acknowledgement still owed. Returns the count of
+ * unlock acknowledgements to wait for (0: none). */
+static uint64_t unlock_send(gw_osc_module_t *m, int target)
 {
     opal_mutex_lock(&m->lock);
+    bool wait = m->acked[target] < m->sent[target];
     gw_osc_send_ctl(m, target, GW_OSC_UNLOCK, (m->locked[target] & 4) ? 1 : 0,
                     m->sent[target]);
+    uint64_t want = ++m->unlocks_sent[target];
     opal_mutex_unlock(&m->lock);
+    return wait ? want : 0;
 }
 
 /* Returns the count the acknowledgement must reach; sends a flush only when
@@ -274,11 +288,12 @@ int gw_osc_unlock(int target, ompi_win_t *win)
     if (target < 0 || target >= m->size || m->locked[target] == 0 || m->lock_all) {
         return OMPI_ERR_RMA_SYNC;
     }
-    unlock_send(m, target);
-    wait_one(m, m->unlocks, target);
+    int rc = gw_osc_direct_wait(m);
+    uint64_t want = unlock_send(m, target);
+    if (want) gw_osc_wait_reached(m, &m->unlocks[target], want);
     gw_osc_wait_pending(m);
     m->locked[target] = 0;
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_lock_all(int assert, ompi_win_t *win)
@@ -304,12 +319,18 @@ int gw_osc_unlock_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (!m->lock_all) return OMPI_ERR_RMA_SYNC;
-    for (int t = 0; t < m->size; t++) unlock_send(m, t);
-    for (int t = 0; t < m->size; t++) wait_one(m, m->unlocks, t);
+    int rc = gw_osc_direct_wait(m);
+    uint64_t *want = calloc((size_t)m->size, sizeof(*want));
+    if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    for (int t = 0; t < m->size; t++) want[t] = unlock_send(m, t);
+    for (int t = 0; t < m->size; t++) {
+        if (want[t]) gw_osc_wait_reached(m, &m->unlocks[t], want[t]);
+    }
+    free(want);
     gw_osc_wait_pending(m);
     for (int t = 0; t < m->size; t++) m->locked[t] = 0;
     m->lock_all = false;
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 /* Unified memory model: nothing to reconcile. */
@@ -327,14 +348,18 @@ int gw_osc_flush(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     if (target < 0 || target >= m->size) return OMPI_ERR_RMA_RANGE;
     if (m->locked[target] == 0 && !m->lock_all) return OMPI_ERR_RMA_SYNC;
+    /* Direct copies: complete once their tickets are reached; a flush
+     * message goes only when operations went as messages. */
+    int rc = gw_osc_direct_wait(m);
     gw_osc_wait_reached(m, &m->acked[target], flush_send(m, target));
     gw_osc_wait_pending(m);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_flush_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
+    int rc = gw_osc_direct_wait(m);
     uint64_t *want = calloc(m->size, sizeof(*want));
     if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) {
@@ -345,20 +370,25 @@ int gw_osc_flush_all(ompi_win_t *win)
     }
     free(want);
     gw_osc_wait_pending(m);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
-/* Puts and accumulates are sent from copies (locally complete at once);
- * what remains is the data of gets. */
+/* Puts and accumulates as messages are sent from copies (locally complete
+ * at once); what remains is the data of gets, the direct copies, which read
+ * the origin buffer until they are done, and accumulates sent by reference,
+ * whose buffer the target reads until it has applied them. */
 int gw_osc_flush_local(int target, ompi_win_t *win)
 {
-    (void)target;
+    int rc = gw_osc_direct_wait(GW_OSC(win));
+    gw_osc_direct_wait_refs(GW_OSC(win), target);
     gw_osc_wait_pending(GW_OSC(win));
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_flush_local_all(ompi_win_t *win)
 {
+    int rc = gw_osc_direct_wait(GW_OSC(win));
+    gw_osc_direct_wait_refs(GW_OSC(win), -1);
     gw_osc_wait_pending(GW_OSC(win));
-    return OMPI_SUCCESS;
+    return rc;
 }

@@ -258,6 +258,14 @@ int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t
     return 0;
 }
 
+/* Any two kinds of memory, as copy_start: the simulated GPU has no kernel. */
+int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu, bool both_device,
+                              uint64_t *ticket, char *why, size_t why_len)
+{
+    (void)both_device;
+    return gw_coll_copy_start(dst, src, len, gpu, ticket, why, why_len);
+}
+
 bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
 
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
@@ -634,14 +642,7 @@ int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why,
 /* As the real device part: one mapping cache per process, always. */
 bool gw_coll_ipc_shared(void) { return true; }
 
-int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len)
-{
-    (void)ptr;
-    (void)len;
-    memset(desc, 0, GW_COLL_BUF_DESC_BYTES);
-    snprintf(why, why_len, "the simulated GPU exports nothing");
-    return -1;
-}
+/* Buffer descriptions and peer mappings: fake_ipc.c. */
 
 bool gw_coll_team_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
 

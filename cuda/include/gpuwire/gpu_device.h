@@ -91,6 +91,12 @@ GW_CORE_API int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t wh
  * and then, not on every poll. */
 GW_CORE_API int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
                       size_t why_len);
+/* Enqueues a copy between any two ranges gpu can address (its own memory, a
+ * peer's mapped by gw_coll_peer_map, host memory) on gpu's stream and returns
+ * its ticket, as copy_start. When both ends are device memory the copy and its
+ * ticket are one kernel (TrackedStream::copy_and_mark), else a copy engine. */
+GW_CORE_API int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu,
+                              bool both_device, uint64_t *ticket, char *why, size_t why_len);
 
 GW_CORE_API void gw_coll_device_stats(gw_coll_device_stats_t *out);
 
@@ -139,6 +145,21 @@ GW_CORE_API size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t);
  * a direct call. Memory that CUDA IPC cannot export (stream-ordered pools,
  * VMM, managed) gets a description every peer refuses, and -1. */
 GW_CORE_API int gw_coll_buffer_describe(const void *ptr, size_t len, void *desc, char *why, size_t why_len);
+
+/* One peer's described buffer mapped into this process outside a team (osc
+ * gpuwire's windows), through the process's one IPC mapping cache: the same
+ * cache as pml gpuwire and the teams, so an allocation is opened once.
+ * peer_id: the peer's process-unique id (its vpid). On success *ptr is the
+ * described range's first byte here and *gpu the local GPU it is mapped on
+ * (the peer's GPU when this process sees it, else GPU 0); the mapping is
+ * held (never evicted) until gw_coll_peer_unmap. A description that cannot be
+ * mapped (the peer could not export it, or CUDA refuses) gives -1 and why. */
+typedef struct gw_coll_peer_mapping gw_coll_peer_mapping_t;
+GW_CORE_API int gw_coll_peer_map(const void *desc, uint32_t peer_id, gw_coll_peer_mapping_t **out,
+                     void **ptr, int *gpu, char *why, size_t why_len);
+/* Gives the mapping back (the cache may keep it open for later use). The
+ * caller has waited for every copy that uses it. NULL is ignored. */
+GW_CORE_API void gw_coll_peer_unmap(gw_coll_peer_mapping_t *m);
 
 enum { GW_COLL_TEAM_ALLREDUCE, GW_COLL_TEAM_BCAST, GW_COLL_TEAM_ALLGATHER };
 
