@@ -147,6 +147,8 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         }
     }
     for (XferSlot &s : x->slots) s.x = x;
+    if (x->peer < peers_.size() && peers_[x->peer].failed) [[unlikely]]
+        stop_xfer(*x, GW_ERR_UNREACHABLE); // no chunk of it will come (fail_peer)
     ++stats_.chunked_recvs;
     if (!x->discard) stats_.bytes_received += h.length;
     if (x->device >= 0) ++stats_.device_recvs;

@@ -347,18 +347,6 @@ ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
     return p.ep;
 }
 
-void Engine::on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    auto *e = static_cast<Engine *>(arg);
-    for (uint32_t i = 0; i < e->peers_.size(); ++i) {
-        if (e->peers_[i].ep == ep) {
-            e->peers_[i].failed = true;
-            e->log(GW_LOG_ERROR, "connection to process %u failed: %s", i,
-                   ucs_status_string(status));
-        }
-    }
-}
-
 Context &Engine::context(uint32_t id)
 {
     if (last_context_ && last_context_->id() == id) return *last_context_;
@@ -401,7 +389,10 @@ int Engine::progress_side_work()
             auto *op = static_cast<RecvOp *>(token);
             if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
             pending_acks_.push_back(PendingAck{op->ack_peer, op->ack_id});
-            complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
+            // A sender that failed meanwhile may have taken its memory with
+            // it: the copy proves nothing (fail_peer).
+            const bool gone = op->ack_peer < peers_.size() && peers_[op->ack_peer].failed;
+            complete(op->req, !s ? GW_ERR_TRANSPORT : gone ? GW_ERR_UNREACHABLE : GW_OK);
         });
     }
     if (cnp_reader_ && pacer_) [[unlikely]]

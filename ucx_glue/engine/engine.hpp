@@ -85,6 +85,13 @@ struct RecvOp {
     // unpacks into it, 2 once a D-bit message made it land whole in buf
     // (kReqLayoutStaged), unpacked from there at completion.
     uint8_t layout;
+    // The sender's process failed before this receive matched anything
+    // (Engine::fail_peer): its cancellation completes it as unreachable.
+    uint8_t peer_gone;
+    // What the receive asked for (Engine::fail_peer finds the receives only
+    // one process can satisfy).
+    uint32_t ctx;
+    int32_t source;
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
@@ -149,6 +156,7 @@ struct SendOp {
     uint8_t desc;    // side is a DeviceDescriptor
     gw_status_t status;
     uint8_t pinned;  // side is a staged copy lent by the pinned cache (else malloc)
+    uint32_t peer = 0; // kWaitAck: the process whose acknowledgement it waits for
 };
 static_assert(sizeof(RecvOp) <= GW_REQUEST_PRIVATE_BYTES);
 static_assert(sizeof(SendOp) <= GW_REQUEST_PRIVATE_BYTES);
@@ -369,6 +377,15 @@ private:
     static void on_send_done(void *request, ucs_status_t status, void *user_data);
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+    // A process failed (its endpoint's error, pml_gpuwire_err_handling 1):
+    // everything that only it could complete ends with GW_ERR_UNREACHABLE.
+    void fail_peer(uint32_t peer);
+    // Whether (ctx, rank) is a process that failed; false when unknown.
+    bool rank_failed(uint32_t ctx, int32_t rank);
+    // Ends a chunked transfer early with st: no further chunk starts, chunk
+    // receives still posted are cancelled.
+    void stop_xfer(Xfer &x, gw_status_t st);
+    void refuse_if_gone(RecvOp *op);
 
     // The send path (send_path.cpp): decide() picks the path of a message,
     // once; a starter per path, each called with guard holding the lock,
@@ -492,6 +509,7 @@ private:
     ucp_address_t *address_ = nullptr;
     size_t address_length_ = 0;
     std::vector<Peer> peers_;
+    bool any_failed_ = false; // some peer failed (fail_peer)
     std::unordered_map<uint32_t, std::unique_ptr<Context>> contexts_;
     Context *last_context_ = nullptr;
     size_t pulled_ = 0; // messages in the contexts' queues, all contexts

@@ -117,6 +117,8 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
         ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         rp.datatype = layout_recv_dt_;
+        op->ctx = ctx;
+        op->source = source;
         in_ucx_.push_back(op);
         ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op, 1, t, mask, &rp);
         if (UCS_PTR_IS_ERR(r)) {
@@ -126,6 +128,8 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
             complete(req, from_ucs(UCS_PTR_STATUS(r)));
         } else if (!op->done) {
             op->ucx_req = r;
+            if (any_failed_) [[unlikely]]
+                refuse_if_gone(op);
         }
     }
     run_completions();

@@ -47,6 +47,9 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->direct = 0;
     op->host_pinned = 0;
     op->layout = 0;
+    op->peer_gone = 0;
+    op->ctx = 0;
+    op->source = GW_ANY_SOURCE;
     return op;
 }
 
@@ -121,6 +124,8 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
     ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
     if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    op->ctx = ctx;
+    op->source = source;
     in_ucx_.push_back(op);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
@@ -130,6 +135,8 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
         complete(op->req, from_ucs(UCS_PTR_STATUS(r)));
     } else if (!op->done) {
         op->ucx_req = r;
+        if (any_failed_) [[unlikely]]
+            refuse_if_gone(op);
     }
 }
 
@@ -150,7 +157,11 @@ void Engine::on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv
     ucp_request_free(request);
     if (status == UCS_ERR_CANCELED) {
         e->release_landing(op);
-        e->complete(op->req, GW_ERR_CANCELED);
+        if (op->peer_gone) { // its sender failed (fail_peer): nothing arrived
+            op->req->source = op->source;
+            op->req->length = 0;
+        }
+        e->complete(op->req, op->peer_gone ? GW_ERR_UNREACHABLE : GW_ERR_CANCELED);
         return;
     }
     e->finish_recv(op, status, sender_tag, length);
@@ -280,6 +291,8 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
         complete(op->req, st);
     };
     if (blob.length > op->cap) return finish(GW_ERR_TRUNCATE);
+    if (peer < peers_.size() && peers_[peer].failed) [[unlikely]]
+        return finish(GW_ERR_UNREACHABLE); // its memory may be gone with it
     if (!dev_) {
         log(GW_LOG_ERROR, "a device message arrived but this process has no GPU: %s",
             device_why_.c_str());

@@ -177,6 +177,7 @@ gw_status_t Engine::start_ipc(Guard &guard, const SendArgs &a,
     op->side = d;
     op->desc = 1;
     op->waiting |= kWaitAck; // the receiver says when its copy is done
+    op->peer = a.peer;       // ... unless it fails (fail_peer)
     sync_waiting_.emplace(op->sync_id, op);
     ++stats_.ipc_sends;
     // A synchronous send of a descriptor needs nothing more: the receiver's
