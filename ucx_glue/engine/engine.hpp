@@ -3,17 +3,17 @@
 // Design decision (docs/design.md, "Matching"): the MPI envelope is the UCX
 // tag (wire.hpp), so UCX matches host messages exactly as Open MPI's pml/ucx
 // does, with no header and no copy of ours on the fast path. A device buffer
-// of the same node travels as a CUDA IPC descriptor: a tagged message with
-// the D bit, matched in the same order as every other message from that
-// sender, which the receiver turns into a copy out of the sender's GPU
-// memory. No receive lets UCX write a descriptor where the user would see
+// of the same node travels as a CUDA IPC descriptor: a tagged message on
+// the same tag, told apart by its size and magic (wire.hpp, control_kind),
+// matched in the same order as every other message from that sender, which
+// the receiver turns into a copy out of the sender's GPU memory. No receive lets UCX write a descriptor where the user would see
 // it: small receives land in a 256-byte block of the engine's, larger host
 // receives keep a copy of the bytes a descriptor would overwrite and put them
 // back, and device receives land in host memory first.
 //
-// A probe that finds a descriptor must report the size of the payload it
-// names, so it takes the messages of that sender out of UCX, in order, up to
-// the descriptor, and keeps them in the context's queue ("pulled"); every
+// A probe that finds a message of a control message's size must read it
+// (a descriptor must report the size of the payload it names), so it takes
+// the messages of that sender out of UCX, in order, up to that one, and keeps them in the context's queue ("pulled"); every
 // receive and probe looks there first. Whatever stays in UCX from a sender
 // is later than everything pulled from it, so MPI's order holds.
 #pragma once
@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/device_path.hpp"
@@ -53,9 +54,11 @@ struct InboundMsg {
     size_t length = 0; // payload bytes (for DESC: the bytes the descriptor names)
     ucp_tag_message_h handle = nullptr;
     uint64_t sender_tag = 0;
-    enum Kind : uint8_t { UCX, DESC, CHUNKED } kind = UCX;
+    // BYTES: user bytes of a control message's size, read to tell them apart.
+    enum Kind : uint8_t { UCX, DESC, CHUNKED, BYTES } kind = UCX;
     DeviceDescriptor desc;
     ChunkedHeader chunked;
+    alignas(8) unsigned char bytes[sizeof(DeviceDescriptor)];
 };
 
 // Bytes of the engine's landing blocks: a descriptor, or a whole small
@@ -82,7 +85,7 @@ struct RecvOp {
     uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
     uint8_t host_pinned; // buf is pinned host memory (a DMA reaches it directly)
     // A receive into a gw_layout_t (then landing is that layout): 1 while UCX
-    // unpacks into it, 2 once a D-bit message made it land whole in buf
+    // unpacks into it, 2 once a control message made it land whole in buf
     // (kReqLayoutStaged), unpacked from there at completion.
     uint8_t layout;
     // The sender's process failed before this receive matched anything
@@ -290,6 +293,7 @@ public:
     gw_status_t imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap);
     int cancel_recv(gw_request_t *req);
     void context_release(uint32_t ctx);
+    void context_open(uint32_t ctx);
     void stats(gw_engine_stats_t *out) const;
     int is_device_memory(const void *buf, size_t len)
     {
@@ -397,7 +401,10 @@ private:
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
-                              bool shared);
+                              bool shared, bool sync = false);
+    // User bytes that would read as a control message (wire.hpp,
+    // control_kind) go as a chunked transfer of one chunk.
+    gw_status_t start_escaped(Guard &guard, const SendArgs &a, int device);
     gw_status_t start_ipc(Guard &guard, const SendArgs &a, const cuda::MemoryInfo &mi);
     gw_status_t start_ucx_device(Guard &guard, const SendArgs &a);
     gw_status_t start_staged(Guard &guard, const SendArgs &a, SendPath path);
@@ -426,7 +433,7 @@ private:
     }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Layout receives (layout.cpp): the bytes UCX held back in op->block go
-    // to the layout; a D-bit message makes it land whole first.
+    // to the layout; a control message makes it land whole first.
     bool finish_layout_recv(RecvOp *op, size_t length);
     bool stage_layout(RecvOp *op, size_t length);
     gw_status_t unstage_layout(gw_request_t *req, gw_status_t status);
@@ -439,6 +446,7 @@ private:
     // Posts op into UCX (a fresh receive) or receives a pulled message.
     void post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag);
     void receive_pulled(RecvOp *op, InboundMsg *m);
+    void receive_bytes(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
     // True when the runtime says (ctx, rank) of this tag is process `peer`.
     bool sender_is(uint64_t sender_tag, uint32_t peer);
@@ -450,6 +458,7 @@ private:
     // up to the first that matches want_tag; returns that one (queued).
     InboundMsg *pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag);
     void release(InboundMsg *msg);
+    void drop_unreceived(InboundMsg *m);
     void drain(ucp_tag_message_h handle, size_t length);
     bool read_device_message(ucs_status_t status, const void *bytes, size_t length,
                              uint64_t sender_tag, InboundMsg &m);
@@ -468,7 +477,7 @@ private:
     // Chunked transfers (chunked.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                    const void *buf, size_t len, int device, bool paced,
-                                   bool shared = false);
+                                   bool shared = false, bool sync = false);
     void send_go(Xfer &x, uint64_t xfer_id);
     void fail_unstarted(Xfer &x, gw_status_t st);
     void start_chunked_recv(RecvOp *op, const ChunkedHeader &h);
@@ -511,6 +520,8 @@ private:
     std::vector<Peer> peers_;
     bool any_failed_ = false; // some peer failed (fail_peer)
     std::unordered_map<uint32_t, std::unique_ptr<Context>> contexts_;
+    // Context ids released whose messages UCX may still hold (context_open).
+    std::unordered_set<uint32_t> released_;
     Context *last_context_ = nullptr;
     size_t pulled_ = 0; // messages in the contexts' queues, all contexts
     OrderedQueue<RecvOp> in_ucx_; // receives posted to UCX

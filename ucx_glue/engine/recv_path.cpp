@@ -55,10 +55,11 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
 
 // Whether UCX may write a device receive from (ctx, source) into the GPU
 // buffer itself: it moves CUDA memory and the sender is one process on
-// another node. From there a D-bit message is only a chunked transfer's
+// another node. From there a control message is only a chunked transfer's
 // header (never a CUDA IPC descriptor), announcing at least kBlockBytes
-// (isend_general), which the transfer then overwrites: nothing of the
-// user's buffer needs saving. Wildcard and same-node receives land in host
+// (isend_general) or, escaped user bytes (start_escaped), 32 or 152 bytes:
+// either way the transfer then overwrites the 32 bytes it took, so nothing
+// of the user's buffer needs saving. Wildcard and same-node receives land in host
 // memory, where a descriptor may arrive instead of the data.
 bool Engine::lands_on_device(uint32_t ctx, int32_t source)
 {
@@ -189,24 +190,31 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
-    if (closing_ && ((sender_tag & kDescBit) || op->device >= 0)) [[unlikely]] {
-        // Teardown (the worker's last progress): no device work starts now.
+    // Teardown (the worker's last progress): no device work starts now.
+    auto cancel_at_teardown = [&] {
         if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
         req->length = 0;
         complete(req, GW_ERR_CANCELED);
-        return;
-    }
-    if (sender_tag & kDescBit) [[unlikely]] {
-        InboundMsg m;
-        alignas(16) unsigned char head[kBlockBytes];
-        const void *bytes = op->layout ? op->block : op->landing;
-        if (op->direct && status == UCS_OK) {
-            // A header UCX wrote into the GPU buffer: read it back.
-            if (length > sizeof(head) || !dev_->copy_sync(head, op->buf, length, op->device))
-                status = UCS_ERR_IO_ERROR;
+    };
+    if (closing_ && op->device >= 0) [[unlikely]]
+        return cancel_at_teardown();
+    // One of the engine's messages (wire.hpp, control_kind), or user bytes.
+    bool control = false;
+    alignas(16) unsigned char head[kBlockBytes];
+    const void *bytes = op->layout ? op->block : op->landing;
+    if (control_length(length) && status == UCS_OK) [[unlikely]] {
+        if (op->direct) {
+            // UCX wrote it into the GPU buffer: read it back to look at it.
+            if (!dev_->copy_sync(head, op->buf, length, op->device)) status = UCS_ERR_IO_ERROR;
             bytes = head;
         }
+        control = status == UCS_OK && control_kind(bytes, length) != Control::none;
+    }
+    if (closing_ && control) [[unlikely]]
+        return cancel_at_teardown();
+    if (control) [[unlikely]] {
+        InboundMsg m;
         const bool ok = read_device_message(status, bytes, length, sender_tag, m);
         if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
         release_landing(op);
@@ -373,6 +381,10 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 
 void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
 {
+    if (m->kind == InboundMsg::BYTES) [[unlikely]] {
+        receive_bytes(op, m);
+        return;
+    }
     if (m->kind != InboundMsg::UCX) {
         // Already read out of UCX when it was pulled.
         op->req->source = m->source;
@@ -409,6 +421,34 @@ void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
     } else if (r != nullptr && !op->done) {
         op->ucx_req = r; // not cancellable: it is matched
     }
+}
+
+// User bytes a probe read out of UCX (they had a control message's size):
+// into the receive's buffer.
+void Engine::receive_bytes(RecvOp *op, InboundMsg *m)
+{
+    gw_request_t *req = op->req;
+    req->source = m->source;
+    req->tag = m->tag;
+    req->length = m->length;
+    ++stats_.recvs;
+    gw_status_t st = GW_OK;
+    if (m->length > op->cap) {
+        log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", m->length,
+            op->cap);
+        st = GW_ERR_TRUNCATE;
+    } else if (op->device >= 0) {
+        cuda::Status s = dev_->copy_sync(op->buf, m->bytes, m->length, op->device);
+        if (!s) {
+            log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+            st = GW_ERR_TRANSPORT;
+        }
+    } else {
+        std::memcpy(op->buf, m->bytes, m->length);
+    }
+    if (st == GW_OK) stats_.bytes_received += m->length;
+    release(m);
+    complete(req, st);
 }
 
 gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap)
