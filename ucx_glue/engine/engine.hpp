@@ -442,12 +442,20 @@ private:
     void order_after_user(int device);
     void order_unordered(int device);
     bool prepare_landing(RecvOp *op);
-    void release_landing(RecvOp *op);
+    // Every receive ends here: inline, one test for the rare bounce buffer.
+    void release_landing(RecvOp *op)
+    {
+        if (op->bounce) [[unlikely]]
+            free_bounce(op);
+    }
+    void free_bounce(RecvOp *op);
     // Posts op into UCX (a fresh receive) or receives a pulled message.
     void post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag);
     void receive_pulled(RecvOp *op, InboundMsg *m);
     void receive_bytes(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    [[gnu::noinline]] bool finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag,
+                                          size_t length);
     // True when the runtime says (ctx, rank) of this tag is process `peer`.
     bool sender_is(uint64_t sender_tag, uint32_t peer);
     void deliver_ipc(RecvOp *op, const DeviceDescriptor &d);

@@ -101,17 +101,15 @@ bool Engine::prepare_landing(RecvOp *op)
     return op->bounce != nullptr;
 }
 
-void Engine::release_landing(RecvOp *op)
+void Engine::free_bounce(RecvOp *op)
 {
-    if (op->bounce) [[unlikely]] {
-        if (op->pinned) {
-            dev_->return_bounce(op->bounce);
-        } else {
-            gw_host_buffer_free(op->bounce);
-        }
-        op->bounce = nullptr;
-        op->pinned = 0;
+    if (op->pinned) {
+        dev_->return_bounce(op->bounce);
+    } else {
+        gw_host_buffer_free(op->bounce);
     }
+    op->bounce = nullptr;
+    op->pinned = 0;
 }
 
 static size_t landing_bytes(const RecvOp *op)
@@ -190,50 +188,11 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
-    // Teardown (the worker's last progress): no device work starts now.
-    auto cancel_at_teardown = [&] {
-        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
-        release_landing(op);
-        req->length = 0;
-        complete(req, GW_ERR_CANCELED);
-    };
-    if (closing_ && op->device >= 0) [[unlikely]]
-        return cancel_at_teardown();
-    // One of the engine's messages (wire.hpp, control_kind), or user bytes.
-    bool control = false;
-    alignas(16) unsigned char head[kBlockBytes];
-    const void *bytes = op->layout ? op->block : op->landing;
-    if (control_length(length) && status == UCS_OK) [[unlikely]] {
-        if (op->direct) {
-            // UCX wrote it into the GPU buffer: read it back to look at it.
-            if (!dev_->copy_sync(head, op->buf, length, op->device)) status = UCS_ERR_IO_ERROR;
-            bytes = head;
-        }
-        control = status == UCS_OK && control_kind(bytes, length) != Control::none;
-    }
-    if (closing_ && control) [[unlikely]]
-        return cancel_at_teardown();
-    if (control) [[unlikely]] {
-        InboundMsg m;
-        const bool ok = read_device_message(status, bytes, length, sender_tag, m);
-        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
-        release_landing(op);
-        if (!ok) {
-            req->length = 0;
-            complete(req, GW_ERR_TRANSPORT);
-        } else if (op->layout && !stage_layout(op, m.length)) [[unlikely]] {
-            log(GW_LOG_ERROR, "out of memory staging a %zu-byte device message for a "
-                              "non-contiguous receive", m.length);
-            if (m.kind == InboundMsg::DESC)
-                pending_acks_.push_back(PendingAck{m.desc.src_peer, m.desc.ack_id});
-            req->length = 0;
-            complete(req, GW_ERR_NO_MEMORY);
-        } else if (m.kind == InboundMsg::CHUNKED) {
-            start_chunked_recv(op, m.chunked);
-        } else {
-            deliver_ipc(op, m.desc);
-        }
-        return;
+    // Teardown, or maybe one of the engine's messages: out of line, so the
+    // frame of this path stays that of a plain receive.
+    if ((closing_ && op->device >= 0) || (control_length(length) && status == UCS_OK))
+        [[unlikely]] {
+        if (finish_unusual(op, status, sender_tag, length)) return;
     }
     req->length = length;
     if (status != UCS_OK || length > op->cap) {
@@ -281,6 +240,56 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     }
     release_landing(op);
     complete(req, st);
+}
+
+// finish_recv's rare cases: the teardown (the worker's last progress: no
+// device work starts now), and a message of a control message's size, one of
+// the engine's (wire.hpp, control_kind) or user bytes. True when op is done
+// with; false for user bytes (status may have turned into an error).
+bool Engine::finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag, size_t length)
+{
+    gw_request_t *req = op->req;
+    auto cancel_at_teardown = [&] {
+        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        release_landing(op);
+        req->length = 0;
+        complete(req, GW_ERR_CANCELED);
+        return true;
+    };
+    if (closing_ && op->device >= 0) return cancel_at_teardown();
+    if (!control_length(length) || status != UCS_OK) return false;
+    alignas(16) unsigned char head[kBlockBytes];
+    const void *bytes = op->layout ? op->block : op->landing;
+    if (op->direct) {
+        // UCX wrote it into the GPU buffer: read it back to look at it.
+        if (!dev_->copy_sync(head, op->buf, length, op->device)) {
+            status = UCS_ERR_IO_ERROR;
+            return false;
+        }
+        bytes = head;
+    }
+    if (control_kind(bytes, length) == Control::none) return false;
+    if (closing_) return cancel_at_teardown();
+    InboundMsg m;
+    const bool ok = read_device_message(status, bytes, length, sender_tag, m);
+    if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+    release_landing(op);
+    if (!ok) {
+        req->length = 0;
+        complete(req, GW_ERR_TRANSPORT);
+    } else if (op->layout && !stage_layout(op, m.length)) [[unlikely]] {
+        log(GW_LOG_ERROR, "out of memory staging a %zu-byte device message for a "
+                          "non-contiguous receive", m.length);
+        if (m.kind == InboundMsg::DESC)
+            pending_acks_.push_back(PendingAck{m.desc.src_peer, m.desc.ack_id});
+        req->length = 0;
+        complete(req, GW_ERR_NO_MEMORY);
+    } else if (m.kind == InboundMsg::CHUNKED) {
+        start_chunked_recv(op, m.chunked);
+    } else {
+        deliver_ipc(op, m.desc);
+    }
+    return true;
 }
 
 // The payload stays in the sender's GPU memory: map it (once per allocation)
