@@ -390,6 +390,10 @@ private:
     // receives still posted are cancelled.
     void stop_xfer(Xfer &x, gw_status_t st);
     void refuse_if_gone(RecvOp *op);
+    // Peer failure detection on: a receive posted for one process needs an
+    // endpoint to it (UCX tells of a failure only through the user's
+    // endpoints), and ends at once when that process already failed.
+    void watch_sender(RecvOp *op);
 
     // The send path (send_path.cpp): decide() picks the path of a message,
     // once; a starter per path, each called with guard holding the lock,

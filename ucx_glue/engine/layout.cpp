@@ -130,8 +130,8 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
             complete(req, from_ucs(UCS_PTR_STATUS(r)));
         } else if (!op->done) {
             op->ucx_req = r;
-            if (any_failed_) [[unlikely]]
-                refuse_if_gone(op);
+            if (params_.err_mode_peer) [[unlikely]]
+                watch_sender(op);
         }
     }
     run_completions();

@@ -93,6 +93,20 @@ void Engine::stop_xfer(Xfer &x, gw_status_t st)
     if (x.sending && x.go_req) ucp_request_cancel(worker_, x.go_req); // on_go lets it go
 }
 
+void Engine::watch_sender(RecvOp *op)
+{
+    uint32_t p;
+    if (op->source == GW_ANY_SOURCE || !params_.peer_of_rank ||
+        params_.peer_of_rank(params_.resolve_ctx, op->ctx, op->source, &p) != 0 ||
+        p >= peers_.size())
+        return;
+    if (!peers_[p].ep && p != params_.my_peer) {
+        gw_status_t st;
+        endpoint(p, st, true); // (no endpoint: nothing to watch, as before)
+    }
+    if (any_failed_) refuse_if_gone(op);
+}
+
 // A receive posted after the one process that could satisfy it failed: a
 // message of that process that waited in UCX matched inside the call;
 // otherwise nothing ever will.

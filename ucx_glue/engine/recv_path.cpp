@@ -134,8 +134,8 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
         complete(op->req, from_ucs(UCS_PTR_STATUS(r)));
     } else if (!op->done) {
         op->ucx_req = r;
-        if (any_failed_) [[unlikely]]
-            refuse_if_gone(op);
+        if (params_.err_mode_peer) [[unlikely]]
+            watch_sender(op);
     }
 }
 

@@ -118,3 +118,23 @@ TEST_CASE("a chunked transfer from a failed process ends with an error", "[engin
     REQUIRE(within_20s(p, [&] { return r.done; }));
     CHECK(r.r.status == GW_ERR_UNREACHABLE);
 }
+
+TEST_CASE("a process that only received from the failed one hears of it too", "[engine][peer-failure]")
+{
+    EnginePair p(0, false, peer_failure_mode);
+    // Engine 1 has never sent to engine 0: its endpoint to it is made for
+    // the receive (UCX reports a failure only on the user's endpoints).
+    int v = 3, w = 0;
+    Req s0, r0;
+    REQUIRE(gw_irecv(p.e[1], &r0.r, 2, 0, 1, &w, sizeof(w)) == GW_OK);
+    REQUIRE(gw_isend(p.e[0], &s0.r, 1, 2, 0, 1, &v, sizeof(v), 0) == GW_OK);
+    p.until([&] { return s0.done && r0.done; });
+    REQUIRE(w == 3);
+    std::vector<unsigned char> buf(64, 0xEE);
+    Req specific;
+    REQUIRE(gw_irecv(p.e[1], &specific.r, 2, 0, 5, buf.data(), buf.size()) == GW_OK);
+    p.kill(0);
+    REQUIRE(within_20s(p, [&] { return specific.done; }));
+    CHECK(specific.r.status == GW_ERR_UNREACHABLE);
+    for (unsigned char c : buf) REQUIRE(c == 0xEE);
+}
