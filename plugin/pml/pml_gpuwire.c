@@ -379,6 +379,10 @@ static int pml_add_comm(struct ompi_communicator_t *comm)
                     (unsigned)GW_MAX_RANK + 1);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    /* Before the barrier after which the new communicator carries messages
+     * (ompi_comm_activate): the engine drops what a freed communicator with
+     * the same id left behind. */
+    if (mca_pml_gpuwire.engine) gw_context_open(mca_pml_gpuwire.engine, gw_comm_cid(comm));
     return OMPI_SUCCESS;
 }
 

@@ -35,16 +35,23 @@ void check_decoder(Decode decode, const uint8_t *bytes, size_t size)
     GW_FUZZ_REQUIRE(std::memcmp(&out, &kept, sizeof out) == 0);
 }
 
-// Any 64-bit tag decodes to fields that encode back to the same tag (the D
-// bit aside), and a receive for exactly those fields matches it.
+// Any tag the engine sends (bit 63 clear) decodes to fields that encode back
+// to the same tag, and a receive for exactly those fields matches it; one
+// with bit 63 set matches no receive.
 void check_tag(uint64_t t)
 {
+    {
+        uint64_t want, mask;
+        make_recv_tag(ctx_of(t), rank_of(t), tag_of(t), false, want, mask);
+        GW_FUZZ_REQUIRE((((t ^ want) & mask) == 0) == !(t & kSpareBit));
+    }
+    t &= ~kSpareBit;
     const uint32_t ctx = ctx_of(t);
     const int32_t rank = rank_of(t);
     const int32_t tag = tag_of(t);
     GW_FUZZ_REQUIRE(ctx <= kMaxCtx && rank >= 0 && rank <= kMaxRank);
     GW_FUZZ_REQUIRE(tag >= -kMaxTag - 1 && tag <= kMaxTag);
-    GW_FUZZ_REQUIRE(make_send_tag(ctx, rank, tag) == (t & ~kDescBit));
+    GW_FUZZ_REQUIRE(make_send_tag(ctx, rank, tag) == t);
     uint64_t want, mask;
     make_recv_tag(ctx, rank, tag, false, want, mask);
     GW_FUZZ_REQUIRE(((t ^ want) & mask) == 0);
@@ -52,7 +59,14 @@ void check_tag(uint64_t t)
     GW_FUZZ_REQUIRE((((t ^ want) & mask) == 0) == (tag >= 0));
 }
 
-bool decode_desc(const void *b, size_t n, DeviceDescriptor *out) { return decode_descriptor(b, n, out); }
+// What decodes as a control message is recognised as one by the receive path
+// (control_kind), which reads only its size and magic.
+bool decode_desc(const void *b, size_t n, DeviceDescriptor *out)
+{
+    if (!decode_descriptor(b, n, out)) return false;
+    GW_FUZZ_REQUIRE(control_kind(b, n) == Control::descriptor);
+    return true;
+}
 bool decode_ack(const void *b, size_t n, SyncAckHeader *out) { return decode_sync_ack(b, n, out); }
 bool decode_hint(const void *b, size_t n, KindHint *out)
 {
@@ -75,7 +89,8 @@ bool decode_chunked(const void *b, size_t n, ChunkedHeader *out)
     GW_FUZZ_REQUIRE(!(out->flags & kChunkedFromHost) || (out->flags & kChunkedShared));
     GW_FUZZ_REQUIRE(!(out->flags & kChunkedPushable) || (out->flags & kChunkedFromHost));
     GW_FUZZ_REQUIRE(out->chunk_bytes > 0 && out->chunk_bytes <= kMaxChunkBytes);
-    GW_FUZZ_REQUIRE(chunk_tag(out->src_peer & uint32_t(kMaxRank), out->xfer_id) <= ~kDescBit);
+    GW_FUZZ_REQUIRE(chunk_tag(out->src_peer & uint32_t(kMaxRank), out->xfer_id) <= ~kSpareBit);
+    GW_FUZZ_REQUIRE(control_kind(b, n) == Control::chunked);
     return true;
 }
 

@@ -158,6 +158,7 @@ int gw_cancel_recv(gw_engine_t *engine, gw_request_t *req)
 }
 
 void gw_context_release(gw_engine_t *engine, uint32_t ctx) { engine->impl->context_release(ctx); }
+void gw_context_open(gw_engine_t *engine, uint32_t ctx) { engine->impl->context_open(ctx); }
 
 int gw_engine_is_device_memory(gw_engine_t *engine, const void *buf, size_t len)
 {

@@ -29,7 +29,7 @@ XferSlot *Engine::slot_of_token(void *token)
 
 gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                        const void *buf, size_t len, int device, bool paced,
-                                       bool shared, bool pushable)
+                                       bool shared, bool sync, bool pushable)
 {
     auto *x = new (std::nothrow) Xfer;
     auto *h = static_cast<ChunkedHeader *>(gw_host_buffer_alloc(sizeof(ChunkedHeader)));
@@ -56,6 +56,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
         if (params_.shared_piece_bytes)
             x->chunk = std::min(x->chunk, std::max<size_t>(params_.shared_piece_bytes, 4096));
     }
+    if (len) x->chunk = std::min(x->chunk, len); // an escaped message: one chunk of its size
     x->tag = chunk_tag(params_.my_peer, id);
     x->device = device;
     x->discard = false;
@@ -73,7 +74,7 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
         // The receiver's GoMessage comes on the chunk tag, once it matched.
         ucp_request_param_t gp = recv_param(&Engine::on_go, x);
         ucs_status_ptr_t g = ucp_tag_recv_nbx(worker_, &x->go_msg, sizeof(x->go_msg), x->tag,
-                                              kCtxMask | kRankMask | kTagMask, &gp);
+                                              kFullMask, &gp);
         if (UCS_PTR_IS_ERR(g)) {
             log(GW_LOG_ERROR, "shared-staging transfer could not start: %s",
                 ucs_status_string(UCS_PTR_STATUS(g)));
@@ -88,7 +89,9 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     op->side = h;
     op->waiting = kWaitSend | kWaitXfer;
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag | kDescBit, &rp);
+    // Synchronous: its completion says the receiver matched the header.
+    ucs_status_ptr_t r = sync ? ucp_tag_send_sync_nbx(ep, h, sizeof(*h), wire_tag, &rp)
+                              : ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "chunked-transfer header could not be sent: %s",
             ucs_status_string(UCS_PTR_STATUS(r)));
@@ -156,6 +159,8 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         }
     }
     for (XferSlot &s : x->slots) s.x = x;
+    if (x->peer < peers_.size() && peers_[x->peer].failed) [[unlikely]]
+        stop_xfer(*x, GW_ERR_UNREACHABLE); // no chunk of it will come (fail_peer)
     ++stats_.chunked_recvs;
     if (!x->discard) stats_.bytes_received += h.length;
     if (x->device >= 0) ++stats_.device_recvs;
@@ -421,7 +426,7 @@ void Engine::chunk_on_wire(Xfer &x, XferSlot &s)
     ucp_request_param_t rp = recv_param(&Engine::on_chunk_received, &s);
     s.ucx_req = nullptr;
     ucs_status_ptr_t r =
-        ucp_tag_recv_nbx(worker_, dst, cap, x.tag, kCtxMask | kRankMask | kTagMask, &rp);
+        ucp_tag_recv_nbx(worker_, dst, cap, x.tag, kFullMask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         chunk_done(s, from_ucs(UCS_PTR_STATUS(r)));
     } else if (s.state == XferSlot::WIRE) {

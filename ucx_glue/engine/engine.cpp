@@ -347,18 +347,6 @@ ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
     return p.ep;
 }
 
-void Engine::on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    auto *e = static_cast<Engine *>(arg);
-    for (uint32_t i = 0; i < e->peers_.size(); ++i) {
-        if (e->peers_[i].ep == ep) {
-            e->peers_[i].failed = true;
-            e->log(GW_LOG_ERROR, "connection to process %u failed: %s", i,
-                   ucs_status_string(status));
-        }
-    }
-}
-
 Context &Engine::context(uint32_t id)
 {
     if (last_context_ && last_context_->id() == id) return *last_context_;
@@ -401,7 +389,10 @@ int Engine::progress_side_work()
             auto *op = static_cast<RecvOp *>(token);
             if (!s) log(GW_LOG_ERROR, "device copy failed: %s", s.message().c_str());
             pending_acks_.push_back(PendingAck{op->ack_peer, op->ack_id});
-            complete(op->req, s ? GW_OK : GW_ERR_TRANSPORT);
+            // A sender that failed meanwhile may have taken its memory with
+            // it: the copy proves nothing (fail_peer).
+            const bool gone = op->ack_peer < peers_.size() && peers_[op->ack_peer].failed;
+            complete(op->req, !s ? GW_ERR_TRANSPORT : gone ? GW_ERR_UNREACHABLE : GW_OK);
         });
     }
     if (cnp_reader_ && pacer_) [[unlikely]]
@@ -494,37 +485,63 @@ void Engine::stats(gw_engine_stats_t *out) const
     }
 }
 
+// An unreceived message a communicator's release or reuse drops.
+void Engine::drop_unreceived(InboundMsg *m)
+{
+    // A sender of a descriptor waits for its acknowledgement.
+    if (m->kind == InboundMsg::DESC)
+        pending_acks_.push_back(PendingAck{m->desc.src_peer, m->desc.ack_id});
+    if (m->kind == InboundMsg::CHUNKED)
+        log(GW_LOG_WARN, "a chunked transfer of %llu bytes was never received; its sender "
+                         "waits for it", (unsigned long long)m->chunked.length);
+    release(m);
+}
+
+// The engine's own queue of the communicator goes now. What UCX holds for
+// it stays until the id is opened again (context_open): looking for it is a
+// scan of every message UCX holds, of all communicators, which done at each
+// release made freeing N communicators that each wait behind others cost
+// N^2 (bench/gwscale comms).
 void Engine::context_release(uint32_t ctx)
 {
     std::lock_guard<EngineLock> guard(lock_);
     size_t dropped = 0;
-    auto drop = [&](InboundMsg *m) {
-        // A sender of a descriptor waits for its acknowledgement.
-        if (m->kind == InboundMsg::DESC)
-            pending_acks_.push_back(PendingAck{m->desc.src_peer, m->desc.ack_id});
-        if (m->kind == InboundMsg::CHUNKED)
-            log(GW_LOG_WARN, "a chunked transfer of %llu bytes was never received; its sender "
-                             "waits for it", (unsigned long long)m->chunked.length);
-        release(m);
-        ++dropped;
-    };
     auto it = contexts_.find(ctx);
     if (it != contexts_.end()) {
         Context &c = *it->second;
         while (InboundMsg *m = c.unexpected().pop_front()) {
             --pulled_;
-            drop(m);
+            drop_unreceived(m);
+            ++dropped;
         }
         if (last_context_ == &c) last_context_ = nullptr;
         contexts_.erase(it);
     }
-    // What UCX still holds for this communicator can never be received.
+    released_.insert(ctx);
+    if (dropped) {
+        log(GW_LOG_WARN, "%zu unreceived message(s) of communicator %u dropped", dropped, ctx);
+        stats_.dropped_messages += dropped;
+    }
+    if (!pending_acks_.empty() || !pending_hints_.empty()) flush_acks();
+}
+
+// Called before any process may send on the new communicator: everything
+// UCX holds with this id belongs to a released one and can never be received.
+void Engine::context_open(uint32_t ctx)
+{
+    std::lock_guard<EngineLock> guard(lock_);
+    if (released_.erase(ctx) == 0) return;
     uint64_t t, mask;
     make_recv_tag(ctx, GW_ANY_SOURCE, 0, false, t, mask);
     mask &= ~kTagMask;
-    while (InboundMsg *m = pull(t, mask)) drop(m);
+    size_t dropped = 0;
+    while (InboundMsg *m = pull(t, mask)) {
+        drop_unreceived(m);
+        ++dropped;
+    }
     if (dropped) {
-        log(GW_LOG_WARN, "%zu unreceived message(s) of communicator %u dropped", dropped, ctx);
+        log(GW_LOG_WARN, "%zu unreceived message(s) of a freed communicator with id %u dropped",
+            dropped, ctx);
         stats_.dropped_messages += dropped;
     }
     if (!pending_acks_.empty() || !pending_hints_.empty()) flush_acks();

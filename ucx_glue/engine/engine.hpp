@@ -3,17 +3,17 @@
 // Design decision (docs/design.md, "Matching"): the MPI envelope is the UCX
 // tag (wire.hpp), so UCX matches host messages exactly as Open MPI's pml/ucx
 // does, with no header and no copy of ours on the fast path. A device buffer
-// of the same node travels as a CUDA IPC descriptor: a tagged message with
-// the D bit, matched in the same order as every other message from that
-// sender, which the receiver turns into a copy out of the sender's GPU
-// memory. No receive lets UCX write a descriptor where the user would see
+// of the same node travels as a CUDA IPC descriptor: a tagged message on
+// the same tag, told apart by its size and magic (wire.hpp, control_kind),
+// matched in the same order as every other message from that sender, which
+// the receiver turns into a copy out of the sender's GPU memory. No receive lets UCX write a descriptor where the user would see
 // it: small receives land in a 256-byte block of the engine's, larger host
 // receives keep a copy of the bytes a descriptor would overwrite and put them
 // back, and device receives land in host memory first.
 //
-// A probe that finds a descriptor must report the size of the payload it
-// names, so it takes the messages of that sender out of UCX, in order, up to
-// the descriptor, and keeps them in the context's queue ("pulled"); every
+// A probe that finds a message of a control message's size must read it
+// (a descriptor must report the size of the payload it names), so it takes
+// the messages of that sender out of UCX, in order, up to that one, and keeps them in the context's queue ("pulled"); every
 // receive and probe looks there first. Whatever stays in UCX from a sender
 // is later than everything pulled from it, so MPI's order holds.
 #pragma once
@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/device_path.hpp"
@@ -53,9 +54,11 @@ struct InboundMsg {
     size_t length = 0; // payload bytes (for DESC: the bytes the descriptor names)
     ucp_tag_message_h handle = nullptr;
     uint64_t sender_tag = 0;
-    enum Kind : uint8_t { UCX, DESC, CHUNKED } kind = UCX;
+    // BYTES: user bytes of a control message's size, read to tell them apart.
+    enum Kind : uint8_t { UCX, DESC, CHUNKED, BYTES } kind = UCX;
     DeviceDescriptor desc;
     ChunkedHeader chunked;
+    alignas(8) unsigned char bytes[sizeof(DeviceDescriptor)];
 };
 
 // Bytes of the engine's landing blocks: a descriptor, or a whole small
@@ -82,9 +85,16 @@ struct RecvOp {
     uint8_t direct;    // a device buffer UCX may write itself (Engine::lands_on_device)
     uint8_t host_pinned; // buf is pinned host memory (a DMA reaches it directly)
     // A receive into a gw_layout_t (then landing is that layout): 1 while UCX
-    // unpacks into it, 2 once a D-bit message made it land whole in buf
+    // unpacks into it, 2 once a control message made it land whole in buf
     // (kReqLayoutStaged), unpacked from there at completion.
     uint8_t layout;
+    // The sender's process failed before this receive matched anything
+    // (Engine::fail_peer): its cancellation completes it as unreachable.
+    uint8_t peer_gone;
+    // What the receive asked for (Engine::fail_peer finds the receives only
+    // one process can satisfy).
+    uint32_t ctx;
+    int32_t source;
     // Landing zone of a small receive, or the saved head of buf: inside the
     // request, so a receive allocates nothing.
     alignas(16) unsigned char block[kBlockBytes];
@@ -149,6 +159,7 @@ struct SendOp {
     uint8_t desc;    // side is a DeviceDescriptor
     gw_status_t status;
     uint8_t pinned;  // side is a staged copy lent by the pinned cache (else malloc)
+    uint32_t peer = 0; // kWaitAck: the process whose acknowledgement it waits for
 };
 static_assert(sizeof(RecvOp) <= GW_REQUEST_PRIVATE_BYTES);
 static_assert(sizeof(SendOp) <= GW_REQUEST_PRIVATE_BYTES);
@@ -290,6 +301,7 @@ public:
     gw_status_t imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap);
     int cancel_recv(gw_request_t *req);
     void context_release(uint32_t ctx);
+    void context_open(uint32_t ctx);
     void stats(gw_engine_stats_t *out) const;
     int is_device_memory(const void *buf, size_t len)
     {
@@ -377,6 +389,19 @@ private:
     static void on_send_done(void *request, ucs_status_t status, void *user_data);
     static void on_ack_sent(void *request, ucs_status_t status, void *user_data);
     static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+    // A process failed (its endpoint's error, pml_gpuwire_err_handling 1):
+    // everything that only it could complete ends with GW_ERR_UNREACHABLE.
+    void fail_peer(uint32_t peer);
+    // Whether (ctx, rank) is a process that failed; false when unknown.
+    bool rank_failed(uint32_t ctx, int32_t rank);
+    // Ends a chunked transfer early with st: no further chunk starts, chunk
+    // receives still posted are cancelled.
+    void stop_xfer(Xfer &x, gw_status_t st);
+    void refuse_if_gone(RecvOp *op);
+    // Peer failure detection on: a receive posted for one process needs an
+    // endpoint to it (UCX tells of a failure only through the user's
+    // endpoints), and ends at once when that process already failed.
+    void watch_sender(RecvOp *op);
 
     // The send path (send_path.cpp): decide() picks the path of a message,
     // once; a starter per path, each called with guard holding the lock,
@@ -388,7 +413,10 @@ private:
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
-                              bool shared, bool pushable = false);
+                              bool shared, bool sync = false, bool pushable = false);
+    // User bytes that would read as a control message (wire.hpp,
+    // control_kind) go as a chunked transfer of one chunk.
+    gw_status_t start_escaped(Guard &guard, const SendArgs &a, int device);
     gw_status_t start_ipc(Guard &guard, const SendArgs &a, const cuda::MemoryInfo &mi);
     gw_status_t start_ucx_device(Guard &guard, const SendArgs &a);
     gw_status_t start_staged(Guard &guard, const SendArgs &a, SendPath path);
@@ -417,7 +445,7 @@ private:
     }
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Layout receives (layout.cpp): the bytes UCX held back in op->block go
-    // to the layout; a D-bit message makes it land whole first.
+    // to the layout; a control message makes it land whole first.
     bool finish_layout_recv(RecvOp *op, size_t length);
     bool stage_layout(RecvOp *op, size_t length);
     gw_status_t unstage_layout(gw_request_t *req, gw_status_t status);
@@ -426,11 +454,20 @@ private:
     void order_after_user(int device);
     void order_unordered(int device);
     bool prepare_landing(RecvOp *op);
-    void release_landing(RecvOp *op);
+    // Every receive ends here: inline, one test for the rare bounce buffer.
+    void release_landing(RecvOp *op)
+    {
+        if (op->bounce) [[unlikely]]
+            free_bounce(op);
+    }
+    void free_bounce(RecvOp *op);
     // Posts op into UCX (a fresh receive) or receives a pulled message.
     void post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag);
     void receive_pulled(RecvOp *op, InboundMsg *m);
+    void receive_bytes(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    [[gnu::noinline]] bool finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag,
+                                          size_t length);
     // True when the runtime says (ctx, rank) of this tag is process `peer`.
     bool sender_is(uint64_t sender_tag, uint32_t peer);
     void deliver_ipc(RecvOp *op, const DeviceDescriptor &d);
@@ -441,6 +478,7 @@ private:
     // up to the first that matches want_tag; returns that one (queued).
     InboundMsg *pull_prefix(uint32_t ctx, int32_t source, int32_t want_tag);
     void release(InboundMsg *msg);
+    void drop_unreceived(InboundMsg *m);
     void drain(ucp_tag_message_h handle, size_t length);
     bool read_device_message(ucs_status_t status, const void *bytes, size_t length,
                              uint64_t sender_tag, InboundMsg &m);
@@ -459,7 +497,7 @@ private:
     // Chunked transfers (chunked.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                    const void *buf, size_t len, int device, bool paced,
-                                   bool shared = false, bool pushable = false);
+                                   bool shared = false, bool sync = false, bool pushable = false);
     void send_go(Xfer &x, uint64_t xfer_id);
     void offer_push(Xfer &x);
     void start_push(Xfer &x);
@@ -502,7 +540,10 @@ private:
     ucp_address_t *address_ = nullptr;
     size_t address_length_ = 0;
     std::vector<Peer> peers_;
+    bool any_failed_ = false; // some peer failed (fail_peer)
     std::unordered_map<uint32_t, std::unique_ptr<Context>> contexts_;
+    // Context ids released whose messages UCX may still hold (context_open).
+    std::unordered_set<uint32_t> released_;
     Context *last_context_ = nullptr;
     size_t pulled_ = 0; // messages in the contexts' queues, all contexts
     OrderedQueue<RecvOp> in_ucx_; // receives posted to UCX

@@ -2,10 +2,10 @@
 // datatype calls the owner's pack and unpack piece by piece, so the whole
 // message is never staged in fresh memory.
 //
-// A receive must not let a D-bit message (a CUDA IPC descriptor, a chunked
+// A receive must not let a control message (a CUDA IPC descriptor, a chunked
 // transfer's header; at most kBlockBytes) reach the user's layout: the first
 // kBlockBytes of every message are held back in the RecvOp's block and go to
-// the layout only once the message proved to be data. A D-bit message makes
+// the layout only once the message proved to be data. A control message makes
 // the receive land whole in a staging buffer, unpacked at completion.
 #include <algorithm>
 #include <cstring>
@@ -78,7 +78,9 @@ gw_status_t Engine::isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx,
     std::unique_lock<EngineLock> guard(lock_);
     // Paced messages go in chunks, and a receiver that takes host messages
     // into GPU memory through the shared slots: both need one range.
-    if ((pacer_ && len >= params_.pace_min_bytes) || (dev_ && peers_[peer].into_device))
+    // (And a message of a control message's size is looked at whole: staged.)
+    if ((pacer_ && len >= params_.pace_min_bytes) || (dev_ && peers_[peer].into_device) ||
+        control_length(len))
         return GW_ERR_UNSUPPORTED;
     gw_status_t st;
     ucp_ep_h ep = endpoint(peer, st);
@@ -117,6 +119,8 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
         ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         rp.datatype = layout_recv_dt_;
+        op->ctx = ctx;
+        op->source = source;
         in_ucx_.push_back(op);
         ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op, 1, t, mask, &rp);
         if (UCS_PTR_IS_ERR(r)) {
@@ -126,6 +130,8 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
             complete(req, from_ucs(UCS_PTR_STATUS(r)));
         } else if (!op->done) {
             op->ucx_req = r;
+            if (params_.err_mode_peer) [[unlikely]]
+                watch_sender(op);
         }
     }
     run_completions();
@@ -141,7 +147,7 @@ bool Engine::finish_layout_recv(RecvOp *op, size_t length)
     return head == 0 || l->unpack(l->user, 0, op->block, head) == 0;
 }
 
-// A D-bit message arrived into a layout: its payload lands whole in a
+// A control message arrived into a layout: its payload lands whole in a
 // staging buffer (op->buf), unpacked by complete(). False when out of memory.
 bool Engine::stage_layout(RecvOp *op, size_t length)
 {

@@ -83,6 +83,12 @@ public:
         }
         return nullptr;
     }
+    // Calls f(item) for every item, in order; f must not change the queue.
+    template <class F>
+    void for_each(F f) const
+    {
+        for (ListNode *n = head_.next; n != &head_; n = n->next) f(from_node(n));
+    }
     T *pop_front()
     {
         if (empty()) return nullptr;

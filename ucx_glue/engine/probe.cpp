@@ -50,9 +50,10 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     m->length = info.length;
     m->sender_tag = info.sender_tag;
     m->handle = h;
-    if (!(info.sender_tag & kDescBit)) return m;
+    if (!control_length(info.length)) return m;
 
-    // A descriptor: read it now, a probe must report the size it names.
+    // Maybe one of the engine's messages: read it now, a probe must report
+    // the size a control message names.
     alignas(16) unsigned char bytes[kBlockBytes];
     SmallRecv sr;
     ucp_request_param_t rp = recv_param(&SmallRecv::cb, &sr);
@@ -63,6 +64,12 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     } else if (r != nullptr) {
         while (!sr.done) ucp_worker_progress(worker_);
     }
+    if (sr.status == UCS_OK && control_kind(bytes, sr.length) == Control::none) {
+        std::memcpy(m->bytes, bytes, sr.length); // user bytes after all
+        m->kind = InboundMsg::BYTES;
+        m->length = sr.length;
+        return m;
+    }
     if (!read_device_message(sr.status, bytes, sr.length, info.sender_tag, *m)) {
         delete m;
         return nullptr;
@@ -70,7 +77,7 @@ InboundMsg *Engine::pull(uint64_t t, uint64_t mask)
     return m;
 }
 
-// A D-bit message's bytes: a device descriptor or a chunked-transfer header
+// A control message's bytes: a device descriptor or a chunked-transfer header
 // (told apart by size), accepted only from the process the runtime says sent
 // it. Fills m's kind, payload and length; false (logged, counted) otherwise.
 bool Engine::read_device_message(ucs_status_t status, const void *bytes, size_t length,
@@ -140,7 +147,7 @@ int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *i
         make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
         ucp_tag_recv_info_t ti;
         if (ucp_tag_probe_nb(worker_, t, mask, 0, &ti)) {
-            if (!(ti.sender_tag & kDescBit)) {
+            if (!control_length(ti.length)) {
                 *info = gw_probe_info_t{rank_of(ti.sender_tag), tag_of(ti.sender_tag), ti.length};
                 return 1;
             }

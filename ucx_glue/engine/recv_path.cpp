@@ -47,15 +47,19 @@ RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
     op->direct = 0;
     op->host_pinned = 0;
     op->layout = 0;
+    op->peer_gone = 0;
+    op->ctx = 0;
+    op->source = GW_ANY_SOURCE;
     return op;
 }
 
 // Whether UCX may write a device receive from (ctx, source) into the GPU
 // buffer itself: it moves CUDA memory and the sender is one process on
-// another node. From there a D-bit message is only a chunked transfer's
+// another node. From there a control message is only a chunked transfer's
 // header (never a CUDA IPC descriptor), announcing at least kBlockBytes
-// (isend_general), which the transfer then overwrites: nothing of the
-// user's buffer needs saving. Wildcard and same-node receives land in host
+// (isend_general) or, escaped user bytes (start_escaped), 32 or 152 bytes:
+// either way the transfer then overwrites the 32 bytes it took, so nothing
+// of the user's buffer needs saving. Wildcard and same-node receives land in host
 // memory, where a descriptor may arrive instead of the data.
 bool Engine::lands_on_device(uint32_t ctx, int32_t source)
 {
@@ -97,17 +101,15 @@ bool Engine::prepare_landing(RecvOp *op)
     return op->bounce != nullptr;
 }
 
-void Engine::release_landing(RecvOp *op)
+void Engine::free_bounce(RecvOp *op)
 {
-    if (op->bounce) [[unlikely]] {
-        if (op->pinned) {
-            dev_->return_bounce(op->bounce);
-        } else {
-            gw_host_buffer_free(op->bounce);
-        }
-        op->bounce = nullptr;
-        op->pinned = 0;
+    if (op->pinned) {
+        dev_->return_bounce(op->bounce);
+    } else {
+        gw_host_buffer_free(op->bounce);
     }
+    op->bounce = nullptr;
+    op->pinned = 0;
 }
 
 static size_t landing_bytes(const RecvOp *op)
@@ -121,6 +123,8 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
     ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
     if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    op->ctx = ctx;
+    op->source = source;
     in_ucx_.push_back(op);
     ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
     if (UCS_PTR_IS_ERR(r)) {
@@ -130,6 +134,8 @@ void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
         complete(op->req, from_ucs(UCS_PTR_STATUS(r)));
     } else if (!op->done) {
         op->ucx_req = r;
+        if (params_.err_mode_peer) [[unlikely]]
+            watch_sender(op);
     }
 }
 
@@ -150,7 +156,11 @@ void Engine::on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv
     ucp_request_free(request);
     if (status == UCS_ERR_CANCELED) {
         e->release_landing(op);
-        e->complete(op->req, GW_ERR_CANCELED);
+        if (op->peer_gone) { // its sender failed (fail_peer): nothing arrived
+            op->req->source = op->source;
+            op->req->length = 0;
+        }
+        e->complete(op->req, op->peer_gone ? GW_ERR_UNREACHABLE : GW_ERR_CANCELED);
         return;
     }
     e->finish_recv(op, status, sender_tag, length);
@@ -178,43 +188,11 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     req->source = rank_of(sender_tag);
     req->tag = tag_of(sender_tag);
     ++stats_.recvs;
-    if (closing_ && ((sender_tag & kDescBit) || op->device >= 0)) [[unlikely]] {
-        // Teardown (the worker's last progress): no device work starts now.
-        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
-        release_landing(op);
-        req->length = 0;
-        complete(req, GW_ERR_CANCELED);
-        return;
-    }
-    if (sender_tag & kDescBit) [[unlikely]] {
-        InboundMsg m;
-        alignas(16) unsigned char head[kBlockBytes];
-        const void *bytes = op->layout ? op->block : op->landing;
-        if (op->direct && status == UCS_OK) {
-            // A header UCX wrote into the GPU buffer: read it back.
-            if (length > sizeof(head) || !dev_->copy_sync(head, op->buf, length, op->device))
-                status = UCS_ERR_IO_ERROR;
-            bytes = head;
-        }
-        const bool ok = read_device_message(status, bytes, length, sender_tag, m);
-        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
-        release_landing(op);
-        if (!ok) {
-            req->length = 0;
-            complete(req, GW_ERR_TRANSPORT);
-        } else if (op->layout && !stage_layout(op, m.length)) [[unlikely]] {
-            log(GW_LOG_ERROR, "out of memory staging a %zu-byte device message for a "
-                              "non-contiguous receive", m.length);
-            if (m.kind == InboundMsg::DESC)
-                pending_acks_.push_back(PendingAck{m.desc.src_peer, m.desc.ack_id});
-            req->length = 0;
-            complete(req, GW_ERR_NO_MEMORY);
-        } else if (m.kind == InboundMsg::CHUNKED) {
-            start_chunked_recv(op, m.chunked);
-        } else {
-            deliver_ipc(op, m.desc);
-        }
-        return;
+    // Teardown, or maybe one of the engine's messages: out of line, so the
+    // frame of this path stays that of a plain receive.
+    if ((closing_ && op->device >= 0) || (control_length(length) && status == UCS_OK))
+        [[unlikely]] {
+        if (finish_unusual(op, status, sender_tag, length)) return;
     }
     req->length = length;
     if (status != UCS_OK || length > op->cap) {
@@ -264,6 +242,56 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     complete(req, st);
 }
 
+// finish_recv's rare cases: the teardown (the worker's last progress: no
+// device work starts now), and a message of a control message's size, one of
+// the engine's (wire.hpp, control_kind) or user bytes. True when op is done
+// with; false for user bytes (status may have turned into an error).
+bool Engine::finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag, size_t length)
+{
+    gw_request_t *req = op->req;
+    auto cancel_at_teardown = [&] {
+        if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+        release_landing(op);
+        req->length = 0;
+        complete(req, GW_ERR_CANCELED);
+        return true;
+    };
+    if (closing_ && op->device >= 0) return cancel_at_teardown();
+    if (!control_length(length) || status != UCS_OK) return false;
+    alignas(16) unsigned char head[kBlockBytes];
+    const void *bytes = op->layout ? op->block : op->landing;
+    if (op->direct) {
+        // UCX wrote it into the GPU buffer: read it back to look at it.
+        if (!dev_->copy_sync(head, op->buf, length, op->device)) {
+            status = UCS_ERR_IO_ERROR;
+            return false;
+        }
+        bytes = head;
+    }
+    if (control_kind(bytes, length) == Control::none) return false;
+    if (closing_) return cancel_at_teardown();
+    InboundMsg m;
+    const bool ok = read_device_message(status, bytes, length, sender_tag, m);
+    if (op->saved) std::memcpy(op->buf, op->block, sizeof(DeviceDescriptor));
+    release_landing(op);
+    if (!ok) {
+        req->length = 0;
+        complete(req, GW_ERR_TRANSPORT);
+    } else if (op->layout && !stage_layout(op, m.length)) [[unlikely]] {
+        log(GW_LOG_ERROR, "out of memory staging a %zu-byte device message for a "
+                          "non-contiguous receive", m.length);
+        if (m.kind == InboundMsg::DESC)
+            pending_acks_.push_back(PendingAck{m.desc.src_peer, m.desc.ack_id});
+        req->length = 0;
+        complete(req, GW_ERR_NO_MEMORY);
+    } else if (m.kind == InboundMsg::CHUNKED) {
+        start_chunked_recv(op, m.chunked);
+    } else {
+        deliver_ipc(op, m.desc);
+    }
+    return true;
+}
+
 // The payload stays in the sender's GPU memory: map it (once per allocation)
 // and copy it into the receive buffer; the acknowledgement tells the sender
 // when its buffer is free again.
@@ -280,6 +308,8 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
         complete(op->req, st);
     };
     if (blob.length > op->cap) return finish(GW_ERR_TRUNCATE);
+    if (peer < peers_.size() && peers_[peer].failed) [[unlikely]]
+        return finish(GW_ERR_UNREACHABLE); // its memory may be gone with it
     if (!dev_) {
         log(GW_LOG_ERROR, "a device message arrived but this process has no GPU: %s",
             device_why_.c_str());
@@ -360,6 +390,10 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 
 void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
 {
+    if (m->kind == InboundMsg::BYTES) [[unlikely]] {
+        receive_bytes(op, m);
+        return;
+    }
     if (m->kind != InboundMsg::UCX) {
         // Already read out of UCX when it was pulled.
         op->req->source = m->source;
@@ -396,6 +430,34 @@ void Engine::receive_pulled(RecvOp *op, InboundMsg *m)
     } else if (r != nullptr && !op->done) {
         op->ucx_req = r; // not cancellable: it is matched
     }
+}
+
+// User bytes a probe read out of UCX (they had a control message's size):
+// into the receive's buffer.
+void Engine::receive_bytes(RecvOp *op, InboundMsg *m)
+{
+    gw_request_t *req = op->req;
+    req->source = m->source;
+    req->tag = m->tag;
+    req->length = m->length;
+    ++stats_.recvs;
+    gw_status_t st = GW_OK;
+    if (m->length > op->cap) {
+        log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", m->length,
+            op->cap);
+        st = GW_ERR_TRUNCATE;
+    } else if (op->device >= 0) {
+        cuda::Status s = dev_->copy_sync(op->buf, m->bytes, m->length, op->device);
+        if (!s) {
+            log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+            st = GW_ERR_TRANSPORT;
+        }
+    } else {
+        std::memcpy(op->buf, m->bytes, m->length);
+    }
+    if (st == GW_OK) stats_.bytes_received += m->length;
+    release(m);
+    complete(req, st);
 }
 
 gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size_t cap)

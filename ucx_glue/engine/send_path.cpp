@@ -50,7 +50,10 @@ SendPath Engine::decide(uint32_t peer, const void *buf, size_t len, unsigned fla
     }
     switch (proto) {
     case Protocol::ipc: return SendPath::ipc;
-    case Protocol::ucx_device: return SendPath::ucx_device;
+    case Protocol::ucx_device:
+        // UCX would send device bytes unseen; those of a control message's
+        // size are looked at on the host first (start_staged).
+        return control_length(len) ? staged_path(peer, len, device, flags) : SendPath::ucx_device;
     case Protocol::staged: return staged_path(peer, len, device, flags);
     case Protocol::host: break;
     }
@@ -103,7 +106,7 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
         ++stats_.shared_host_sends;
         // Pinned memory takes a DMA straight into the receiver's buffer; a
         // large pageable one a cudaMemcpy (which stages it itself).
-        return start_chunked(guard, a, -1, false, true,
+        return start_chunked(guard, a, -1, false, true, false,
                              params_.shared_push &&
                                  (mi.kind == cuda::MemoryKind::pinned_host ||
                                   (params_.push_pageable_min && len >= params_.push_pageable_min)));
@@ -121,6 +124,8 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
 // progress needs the lock).
 gw_status_t Engine::start_host(Guard &guard, const SendArgs &a)
 {
+    if (control_length(a.len) && control_kind(a.buf, a.len) != Control::none) [[unlikely]]
+        return start_escaped(guard, a, -1);
     auto *op = reinterpret_cast<SendOp *>(a.req->priv);
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
     ucs_status_ptr_t r = (a.flags & GW_SEND_SYNC)
@@ -149,15 +154,23 @@ SendOp *Engine::send_op(gw_request_t *req)
 // a receiver's GPU memory and staged device messages through shared slots or
 // pinned chunks.
 gw_status_t Engine::start_chunked(Guard &guard, const SendArgs &a,
-                                  int device, bool paced, bool shared, bool pushable)
+                                  int device, bool paced, bool shared, bool sync, bool pushable)
 {
     ++stats_.sends;
     stats_.bytes_sent += a.len;
     const gw_status_t st = start_chunked_send(send_op(a.req), a.ep, a.peer, a.wire_tag, a.buf,
-                                              a.len, device, paced, shared, pushable);
+                                              a.len, device, paced, shared, sync, pushable);
     guard.unlock();
     run_completions();
     return st;
+}
+
+// Rare (a 4-byte magic at a fixed place of a 32- or 152-byte message), and
+// the price of receives that need no tag bit to tell the engine's messages
+// from the user's. Synchronous mode holds: the header is sent synchronously.
+gw_status_t Engine::start_escaped(Guard &guard, const SendArgs &a, int device)
+{
+    return start_chunked(guard, a, device, false, false, (a.flags & GW_SEND_SYNC) != 0);
 }
 
 // Same node, device memory: a CUDA IPC descriptor the receiver copies from;
@@ -182,12 +195,13 @@ gw_status_t Engine::start_ipc(Guard &guard, const SendArgs &a,
     op->side = d;
     op->desc = 1;
     op->waiting |= kWaitAck; // the receiver says when its copy is done
+    op->peer = a.peer;       // ... unless it fails (fail_peer)
     sync_waiting_.emplace(op->sync_id, op);
     ++stats_.ipc_sends;
     // A synchronous send of a descriptor needs nothing more: the receiver's
     // acknowledgement comes after it matched.
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    return send_whole(guard, a, op, d, sizeof(*d), a.wire_tag | kDescBit, rp, false);
+    return send_whole(guard, a, op, d, sizeof(*d), a.wire_tag, rp, false);
 }
 
 // Another node, device memory: the pointer to a UCX that moves CUDA memory.
@@ -230,6 +244,10 @@ gw_status_t Engine::start_staged(Guard &guard, const SendArgs &a,
         log(GW_LOG_ERROR, "device-to-host staging of %zu bytes failed: %s", a.len,
             cs.message().c_str());
         return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
+    }
+    if (control_length(a.len) && control_kind(bounce, a.len) != Control::none) [[unlikely]] {
+        free_side(op);
+        return start_escaped(guard, a, a.device); // chunks staged from the GPU buffer itself
     }
     ++stats_.staged_sends;
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);

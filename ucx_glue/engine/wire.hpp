@@ -6,10 +6,13 @@
 //
 //   63  62            44 43            24 23             0
 //   +--+----------------+----------------+----------------+
-//   |D | ctx (19 bits)  | src_rank (20)  | tag (24, signed)|
+//   |0 | ctx (19 bits)  | src_rank (20)  | tag (24, signed)|
 //   +--+----------------+----------------+----------------+
 //
-//   D        the payload is a DeviceDescriptor (CUDA IPC), not user bytes
+//   0        always clear, and in every receive's mask: a receive for one
+//            source and one tag has UCX's full mask, which UCX looks up in a
+//            hash (its unexpected messages, its posted receives) where any
+//            other mask makes it scan all of them
 //   ctx      communicator context id       (< 2^19, checked by the caller)
 //   src_rank sender's rank in that context (< 2^20)
 //   tag      MPI tag; negative tags are Open MPI's internal ones. A receive
@@ -17,23 +20,27 @@
 //            tags below the field's range are folded into it on entry
 //            (fold_tag).
 //
-// A receive never masks D: device descriptors and host payloads of one
-// sender are matched in the one order UCX keeps per endpoint, which is MPI's
-// ordering rule.
+// The engine's own messages on a communicator's tags (control messages)
+// travel in the same order UCX keeps per endpoint as the user's, which is
+// MPI's ordering rule across protocols. They are told from user bytes by
+// their exact size and a magic (control_kind):
 //
-// A D-bit message is one of two kinds, told apart by its exact size:
+// DeviceDescriptor (152 bytes, the IPC blob's magic "GWIP" at byte 16): the
+// sender's process index, the id the receiver acknowledges once its copy is
+// done (AM_SYNC_ACK, an active message: acknowledgements need no ordering),
+// and the IPC blob (cuda/ipc_blob.hpp) naming the payload in the sender's GPU
+// memory.
 //
-// DeviceDescriptor (152 bytes): the sender's process index, the id the
-// receiver acknowledges once its copy is done (AM_SYNC_ACK, an active
-// message: acknowledgements need no ordering), and the IPC blob
-// (cuda/ipc_blob.hpp) naming the payload in the sender's GPU memory.
-//
-// ChunkedHeader (32 bytes): the payload follows in chunks of chunk_bytes
-// (the last one shorter), as tagged messages on context kChunkCtx (never a
-// communicator's), rank field = the sender's process index, tag = the low
-// 23 bits of xfer_id. UCX keeps them in order; the receiver posts them into
-// the user's buffer (host) or into pinned slots it copies to the GPU. Used for
-// device memory staged through pinned host memory, and for paced sends.
+// ChunkedHeader (32 bytes, magic "GWCH" at byte 0): the payload follows in
+// chunks of chunk_bytes (the last one shorter), as tagged messages on context
+// kChunkCtx (never a communicator's), rank field = the sender's process
+// index, tag = the low 23 bits of xfer_id. UCX keeps them in order; the
+// receiver posts them into the user's buffer (host) or into pinned slots it
+// copies to the GPU. Used for device memory staged through pinned host
+// memory, for paced sends, and for user bytes that would read as a control
+// message: a host message of 32 or 152 bytes with that magic goes as a
+// chunked transfer (Engine::start_escaped), so no user message is ever taken
+// for one of the engine's.
 #pragma once
 
 #include <cstddef>
@@ -48,7 +55,8 @@ namespace gpuwire::engine {
 constexpr unsigned kTagBits = 24;
 constexpr unsigned kRankBits = 20;
 constexpr unsigned kCtxBits = 19;
-constexpr uint64_t kDescBit = 1ull << 63;
+constexpr uint64_t kSpareBit = 1ull << 63; // always 0 on the wire
+constexpr uint64_t kFullMask = ~uint64_t(0); // UCP_TAG_MASK_FULL
 constexpr uint64_t kTagMask = (1ull << kTagBits) - 1;
 constexpr uint64_t kTagSignBit = 1ull << (kTagBits - 1);
 constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kTagBits;
@@ -58,6 +66,7 @@ constexpr uint32_t kChunkCtx = kMaxCtx; // chunks of chunked transfers only
 constexpr int32_t kMaxRank = (1 << kRankBits) - 1;
 constexpr int32_t kMaxTag = (1 << (kTagBits - 1)) - 1;
 static_assert(kTagBits + kRankBits + kCtxBits == 63);
+static_assert((kSpareBit | kCtxMask | kRankMask | kTagMask) == kFullMask);
 
 // Open MPI's internal tags reach far below the field: libnbc gives each
 // non-blocking collective of a communicator the next tag down from -27 to
@@ -90,7 +99,7 @@ constexpr void make_recv_tag(uint32_t ctx, int32_t source, int32_t tag, bool any
                              uint64_t &out_tag, uint64_t &out_mask)
 {
     out_tag = uint64_t(ctx) << (kTagBits + kRankBits);
-    out_mask = kCtxMask;
+    out_mask = kSpareBit | kCtxMask;
     if (source >= 0) {
         out_tag |= uint64_t(uint32_t(source)) << kTagBits & kRankMask;
         out_mask |= kRankMask;
@@ -259,6 +268,29 @@ inline bool decode_kind_hint(const void *bytes, size_t length, KindHint *out)
         return h.magic == kKindHintMagic && (h.into == kHintIntoDevice || h.into == kHintIntoHost) &&
                h.reserved == 0;
     });
+}
+
+// Which of the engine's messages a message on a communicator's tag is, by
+// its exact size and magic; none: user bytes. Reads at most 20 bytes of it.
+enum class Control : uint8_t { none, descriptor, chunked };
+constexpr bool control_length(size_t length)
+{
+    return length == sizeof(ChunkedHeader) || length == sizeof(DeviceDescriptor);
+}
+inline Control control_kind(const void *bytes, size_t length)
+{
+    uint32_t magic = 0;
+    const auto *b = static_cast<const unsigned char *>(bytes);
+    if (length == sizeof(ChunkedHeader)) {
+        std::memcpy(&magic, b + offsetof(ChunkedHeader, magic), sizeof(magic));
+        return magic == kChunkedMagic ? Control::chunked : Control::none;
+    }
+    if (length == sizeof(DeviceDescriptor)) {
+        std::memcpy(&magic, b + offsetof(DeviceDescriptor, blob) + offsetof(cuda::IpcBlob, magic),
+                    sizeof(magic));
+        return magic == cuda::kIpcBlobMagic ? Control::descriptor : Control::none;
+    }
+    return Control::none;
 }
 
 struct SyncAckHeader {

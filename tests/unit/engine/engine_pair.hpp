@@ -4,8 +4,10 @@
 
 #include "gw_catch.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <thread>
 
 #include "gpuwire/engine.h"
 
@@ -56,16 +58,34 @@ struct EnginePair {
     }
     ~EnginePair()
     {
-        for (auto *x : e) gw_engine_disconnect(x);
-        for (auto *x : e) gw_engine_destroy(x);
+        for (auto *x : e)
+            if (x) gw_engine_disconnect(x);
+        for (auto *x : e)
+            if (x) gw_engine_destroy(x);
+    }
+    // Engine i goes away: its endpoints close and its worker is destroyed,
+    // while a thread keeps the other engine progressing (the close of an
+    // endpoint waits for the peer's side). The other engine then sees its
+    // endpoint fail, as when a process is killed.
+    void kill(int i)
+    {
+        std::atomic<bool> stop{false};
+        gw_engine_t *other = e[1 - i];
+        std::thread t([&] {
+            while (!stop.load()) gw_engine_progress(other);
+        });
+        gw_engine_destroy(e[i]);
+        e[i] = nullptr;
+        stop = true;
+        t.join();
     }
     EnginePair(const EnginePair &) = delete;
     EnginePair &operator=(const EnginePair &) = delete;
 
     void progress()
     {
-        gw_engine_progress(e[0]);
-        gw_engine_progress(e[1]);
+        for (auto *x : e)
+            if (x) gw_engine_progress(x);
     }
     // Progresses until pred() holds; fails the test after many rounds.
     void until(const std::function<bool()> &pred)

@@ -5,6 +5,8 @@
 #include "engine/wire.hpp"
 
 #include <climits>
+#include <cstddef>
+#include <cstring>
 
 using namespace gpuwire::engine;
 
@@ -123,4 +125,35 @@ TEST_CASE("internal tags below the UCX tag field fold back into its negative ran
             CHECK(((sent ^ want) & mask) != 0);
         }
     }
+}
+
+TEST_CASE("a receive for one source and tag has UCX's full mask", "[matching]")
+{
+    // UCX finds such a receive's message in a hash bucket; any other mask
+    // makes it scan every message it holds, of all communicators.
+    uint64_t want = 0, mask = 0;
+    for (int32_t tag : {0, 7, kMaxTag, -1, kMinTag}) {
+        make_recv_tag(kMaxCtx - 1, kMaxRank, tag, false, want, mask);
+        CHECK(mask == ~uint64_t(0));
+        CHECK(want == make_send_tag(kMaxCtx - 1, kMaxRank, tag));
+    }
+    // Wildcards keep the bit that is always clear on the wire.
+    make_recv_tag(5, -1, 3, false, want, mask);
+    CHECK((mask & (uint64_t(1) << 63)) != 0);
+    make_recv_tag(5, 2, 0, true, want, mask);
+    CHECK((mask & (uint64_t(1) << 63)) != 0);
+}
+
+TEST_CASE("only a control message's size and magic make a control message", "[matching]")
+{
+    unsigned char b[sizeof(DeviceDescriptor)] = {};
+    CHECK(control_kind(b, sizeof(ChunkedHeader)) == Control::none);
+    CHECK(control_kind(b, sizeof(DeviceDescriptor)) == Control::none);
+    std::memcpy(b, &kChunkedMagic, 4);
+    CHECK(control_kind(b, sizeof(ChunkedHeader)) == Control::chunked);
+    CHECK(control_kind(b, sizeof(ChunkedHeader) + 1) == Control::none);
+    CHECK(control_kind(b, sizeof(DeviceDescriptor)) == Control::none);
+    std::memcpy(b + offsetof(DeviceDescriptor, blob), &gpuwire::cuda::kIpcBlobMagic, 4);
+    CHECK(control_kind(b, sizeof(DeviceDescriptor)) == Control::descriptor);
+    CHECK(control_kind(b, sizeof(DeviceDescriptor) - 1) == Control::none);
 }

@@ -313,9 +313,18 @@ gw_status_t gw_ipc_map(gw_engine_t *engine, uint32_t peer, const void *blob, siz
                        int device, void **ptr, void **lease, char *why, size_t why_len);
 void gw_ipc_unmap(gw_engine_t *engine, void *lease);
 
-/* Forgets a communicator: messages still queued for it are dropped (and
- * counted). Posted receives must have completed. */
+/* Forgets a communicator: messages the engine holds for it are dropped (and
+ * counted). Posted receives must have completed. What UCX still holds for it
+ * is dropped when its context id is opened again (gw_context_open): finding
+ * that costs a look at every message UCX holds, and a communicator is freed
+ * far more often than its id comes back. */
 void gw_context_release(gw_engine_t *engine, uint32_t ctx);
+
+/* A communicator with this context id is created: before any process may
+ * send on it, so that messages of a released communicator that had the same
+ * id are dropped first (Open MPI calls pml_add_comm before the barrier after
+ * which the new communicator may carry messages). */
+void gw_context_open(gw_engine_t *engine, uint32_t ctx);
 
 /* Counters for statistics. */
 typedef struct {

@@ -1,0 +1,121 @@
+// A peer process fails (pml_gpuwire_err_handling 1: UCX endpoints in peer
+// failure mode report it through on_ep_error). UCX itself fails only what it
+// tracks per endpoint: sends, and receives whose rendezvous it is serving.
+// Everything else that waits for that process is the engine's to end, with
+// GW_ERR_UNREACHABLE, never as if the data had come:
+// - receives posted into UCX that match nothing yet and whose source is that
+//   process (MPI_ANY_SOURCE receives stay: another process may still send);
+//   receives posted later for it end at once (RecvOp::peer_gone);
+// - sends of device descriptors waiting for its acknowledgement;
+// - chunked transfers to or from it (chunk receives it would fill);
+// - device copies out of its memory (CUDA IPC) still running: their
+//   completion reports the failure (progress_side_work, deliver_ipc).
+#include "engine/engine.hpp"
+
+#include <vector>
+
+namespace gpuwire::engine {
+
+void Engine::on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    auto *e = static_cast<Engine *>(arg);
+    for (uint32_t i = 0; i < e->peers_.size(); ++i) {
+        if (e->peers_[i].ep != ep || e->peers_[i].failed) continue;
+        e->peers_[i].failed = true;
+        e->log(GW_LOG_ERROR, "connection to process %u failed: %s", i, ucs_status_string(status));
+        e->fail_peer(i);
+    }
+}
+
+bool Engine::rank_failed(uint32_t ctx, int32_t rank)
+{
+    uint32_t p;
+    return rank >= 0 && params_.peer_of_rank &&
+           params_.peer_of_rank(params_.resolve_ctx, ctx, rank, &p) == 0 && p < peers_.size() &&
+           peers_[p].failed;
+}
+
+void Engine::fail_peer(uint32_t peer)
+{
+    any_failed_ = true;
+    size_t ended = 0;
+    // Cancelling completes a receive inside the call (on_recv_done), which
+    // unlinks it: collect first.
+    std::vector<RecvOp *> waiting;
+    in_ucx_.for_each([&](RecvOp *op) {
+        if (op->ucx_req && !op->done && op->source != GW_ANY_SOURCE &&
+            rank_failed(op->ctx, op->source))
+            waiting.push_back(op);
+    });
+    for (RecvOp *op : waiting) {
+        op->peer_gone = 1;
+        ucp_request_cancel(worker_, op->ucx_req);
+        // Not cancelled: UCX matched it already (a rendezvous in progress),
+        // and fails it itself with the endpoint.
+        if (op->done) {
+            ++ended;
+        } else {
+            op->peer_gone = 0;
+        }
+    }
+    for (auto it = sync_waiting_.begin(); it != sync_waiting_.end();) {
+        SendOp *op = it->second;
+        if (op->peer != peer) {
+            ++it;
+            continue;
+        }
+        it = sync_waiting_.erase(it);
+        op->waiting &= ~kWaitAck;
+        if (op->status == GW_OK) op->status = GW_ERR_UNREACHABLE;
+        ++ended;
+        if (!op->waiting) complete(op->req, op->status);
+    }
+    for (Xfer *x : xfers_) {
+        if (x->peer != peer) continue;
+        stop_xfer(*x, GW_ERR_UNREACHABLE);
+        ++ended;
+    }
+    if (ended)
+        log(GW_LOG_ERROR, "%zu operation(s) waiting for process %u end with an error", ended,
+            peer);
+}
+
+void Engine::stop_xfer(Xfer &x, gw_status_t st)
+{
+    if (x.status == GW_OK) x.status = st;
+    x.done += x.len - x.next; // chunks never started: nothing to wait for
+    x.next = x.len;
+    for (XferSlot &s : x.slots) {
+        // Completes as cancelled inside the call (chunk_done).
+        if (!x.sending && s.state == XferSlot::WIRE && s.ucx_req)
+            ucp_request_cancel(worker_, s.ucx_req);
+    }
+    if (x.sending && x.go_req) ucp_request_cancel(worker_, x.go_req); // on_go lets it go
+}
+
+void Engine::watch_sender(RecvOp *op)
+{
+    uint32_t p;
+    if (op->source == GW_ANY_SOURCE || !params_.peer_of_rank ||
+        params_.peer_of_rank(params_.resolve_ctx, op->ctx, op->source, &p) != 0 ||
+        p >= peers_.size())
+        return;
+    if (!peers_[p].ep && p != params_.my_peer) {
+        gw_status_t st;
+        endpoint(p, st, true); // (no endpoint: nothing to watch, as before)
+    }
+    if (any_failed_) refuse_if_gone(op);
+}
+
+// A receive posted after the one process that could satisfy it failed: a
+// message of that process that waited in UCX matched inside the call;
+// otherwise nothing ever will.
+void Engine::refuse_if_gone(RecvOp *op)
+{
+    if (op->done || !op->ucx_req || !rank_failed(op->ctx, op->source)) return;
+    op->peer_gone = 1;
+    ucp_request_cancel(worker_, op->ucx_req);
+    if (!op->done) op->peer_gone = 0; // matched (a rendezvous): UCX finishes it
+}
+
+} // namespace gpuwire::engine
