@@ -117,8 +117,8 @@ void *gw_dev_host_alloc(size_t len, const void *near)
         h.raw = h.buf.ptr;
     } else {
         /* No GPU (GPUWIRE_MPI_STAGE_ALL): plain memory. */
-        h.raw = aligned_alloc(GW_TEMP_HEADER, (need + GW_TEMP_HEADER - 1) / GW_TEMP_HEADER *
-                                                  GW_TEMP_HEADER);
+        h.raw = aligned_alloc(GW_TEMP_HEADER,
+                              (need + GW_TEMP_HEADER - 1) / GW_TEMP_HEADER * GW_TEMP_HEADER);
         if (!h.raw) return NULL;
     }
     memcpy(h.raw, &h, sizeof(h));
