@@ -2,7 +2,8 @@
 # libgpuwire_mpi.so is a thin layer over the one libgpuwire_core.so: it needs
 # the core, finds it where the core is installed, and holds no GPU code of its
 # own (no CUDA runtime, no memory classifier, no C++ at all), so a process that
-# preloads it still has one classifier and one GPU context.
+# preloads it still has one classifier and one GPU context; and it is never
+# unloaded (NODELETE), so its reference on that context cannot outlive the core.
 #
 # Usage: mpi_layer_linkage.sh <readelf> <nm> <cmake> <build dir> <layer> <layer of the package>
 #                             <core dir of a plain install> <RUNPATH of the package's layer>
@@ -21,6 +22,8 @@ for so in "$LAYER" "$DEB_LAYER"; do
     echo "$dyn" | grep -E '\((NEEDED|RUNPATH|RPATH)\)' | sed "s|^|$so: |"
     echo "$dyn" | grep -q '(NEEDED).*\[libgpuwire_core\.so\]' || fail "$so: no NEEDED libgpuwire_core.so"
     echo "$dyn" | grep -q '(RPATH)' && fail "$so: RPATH instead of RUNPATH (LD_LIBRARY_PATH would lose)"
+    echo "$dyn" | grep -q '(FLAGS_1).*NODELETE' ||
+        fail "$so: not NODELETE (a dlclose could unload the core under a live GPU context)"
     echo "$dyn" | grep -E '(NEEDED).*\[lib(stdc\+\+|cudart|cuda)\.' &&
         fail "$so: needs a C++ or CUDA library of its own"
     # The whole symbol table, local symbols included: a static CUDA runtime
