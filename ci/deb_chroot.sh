@@ -218,6 +218,15 @@ if [ -f "$R$CPKGLIB/libgpuwire_core.so" ]; then
 else
     fail "libgpuwire_core.so is not beside the components in $CPKGLIB"
 fi
+# The preload library uses that same core (its RUNPATH names the component
+# folder), so a rank that preloads it still loads one core.
+PRELOAD_CORE=$(in_chroot "$R" "ldd $PRELOAD" 2>&1 | awk '/libgpuwire_core\.so/ { print $3 }')
+if [ -n "$PRELOAD_CORE" ] &&
+        [ "$(in_chroot "$R" "readlink -f $PRELOAD_CORE")" = "$(in_chroot "$R" "readlink -f $CPKGLIB/libgpuwire_core.so")" ]; then
+    pass "$PRELOAD finds the core of $CPKGLIB"
+else
+    fail "$PRELOAD finds libgpuwire_core.so at '${PRELOAD_CORE:-nowhere}', not in $CPKGLIB"
+fi
 
 in_chroot "$R" "ompi_info" >"$TMP/ompi_info.txt" 2>&1 || fail "ompi_info exited with $?"
 for c in pml coll; do

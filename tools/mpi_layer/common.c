@@ -1,5 +1,6 @@
 /* Look-up of Open MPI's PMPI functions, classification and staging for the
- * wrappers (gw_mpi.h). */
+ * wrappers (gw_mpi.h); MPI_Finalize, where the layer gives its reference on
+ * the GPU context back. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ int gw_stage_begin(gw_stage_t *st, const void *buf, int is_device, MPI_Count cou
     st->bytes = (size_t)(hi - lo);
     if (st->bytes == 0) return MPI_SUCCESS;
 
-    st->temp = gw_dev_host_alloc(st->bytes);
+    st->temp = gw_dev_host_alloc(st->bytes, buf);
     if (!st->temp) return gw_error(MPI_ERR_NO_MEM, "staging", "no host memory for the temporary");
     st->host = st->temp - st->lo;
     if (copy_in && gw_dev_copy(st->temp, (const char *)buf + st->lo, st->bytes) != 0) {
@@ -95,4 +96,13 @@ int gw_stage_end(gw_stage_t *st, int copy_out)
     gw_dev_host_free(st->temp);
     st->temp = NULL;
     return rc;
+}
+
+/* Before Open MPI's finalize: the components, which took their references
+ * on the GPU context in MPI_Init, give theirs back in it, so the last release
+ * (the one that destroys the context) stays where it is without this layer. */
+GW_EXPORT int MPI_Finalize(void)
+{
+    gw_dev_close();
+    return GW_PMPI(Finalize);
 }

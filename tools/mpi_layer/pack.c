@@ -65,7 +65,7 @@ static int gw_packed_begin(gw_packed_t *p, const void *buf, int is_device, MPI_A
     /* Nothing left to touch: the call gets the buffer and answers as it will. */
     if (!is_device || size <= position) return MPI_SUCCESS;
     size_t len = (size_t)(size - position);
-    p->temp = gw_dev_host_alloc(len);
+    p->temp = gw_dev_host_alloc(len, buf);
     if (!p->temp) return gw_error(MPI_ERR_NO_MEM, call, "no host memory for the temporary");
     if (copy_in && gw_dev_copy(p->temp, p->user + position, len) != 0) {
         gw_dev_host_free(p->temp);

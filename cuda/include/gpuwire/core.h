@@ -36,6 +36,9 @@ typedef struct {
     unsigned long long gpu_context_acquires;
     unsigned long long gpu_contexts_created;
     unsigned long long gpu_context_refs;
+    /* gw_layer_open calls of libgpuwire_mpi.so (gpuwire/gpu_layer.h), failed
+     * ones included: that the preload reached this core, the components' one. */
+    unsigned long long layer_opens;
 } gw_core_counters_t;
 
 /* The core's version (the project's, "0.1.0"). */
