@@ -5,9 +5,17 @@
  * Buffered sends copy the data into the attached buffer before they return
  * (pml gpuwire and ob1 alike, MPI_Ibsend included), so the temporary ends with
  * the call. MPI_Bsend_init would copy at every MPI_Start, when the temporary is
- * gone: it is refused on device memory. */
+ * gone: it is refused on device memory.
+ *
+ * The attached buffer itself is written by Open MPI with the CPU: a device
+ * buffer given to MPI_Buffer_attach is replaced by host memory of the same
+ * size for as long as it is attached, and MPI_Buffer_detach gives the
+ * caller's address back. MPI leaves the attached buffer's contents to MPI,
+ * so nothing is copied. */
 #define _GNU_SOURCE
 #include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gw_mpi.h"
@@ -97,6 +105,45 @@ GW_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest
                          MPI_Comm comm, MPI_Request *request)
 {
     return gw_bsend(buf, count, type, dest, tag, comm, 1, request);
+}
+
+/* The device buffer attached (MPI allows one per process) and its host stand-in. */
+static struct {
+    pthread_mutex_t lock;
+    void *user, *host;
+} gw_attached = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL};
+
+GW_EXPORT int MPI_Buffer_attach(void *buf, int size)
+{
+    int dev = gw_is_device(buf);
+    if (dev < 0) return MPI_ERR_BUFFER;
+    if (!dev || size < 0) return GW_PMPI(Buffer_attach, buf, size);
+    void *host = malloc(size ? (size_t)size : 1);
+    if (!host)
+        return gw_error(MPI_ERR_NO_MEM, "MPI_Buffer_attach",
+                        "no host memory to stand in for the device buffer: attach host memory");
+    pthread_mutex_lock(&gw_attached.lock);
+    int rc = GW_PMPI(Buffer_attach, host, size);
+    if (rc == MPI_SUCCESS) {
+        gw_attached.user = buf;
+        gw_attached.host = host;
+    }
+    pthread_mutex_unlock(&gw_attached.lock);
+    if (rc != MPI_SUCCESS) free(host);
+    return rc;
+}
+
+GW_EXPORT int MPI_Buffer_detach(void *buffer_addr, int *size)
+{
+    pthread_mutex_lock(&gw_attached.lock);
+    int rc = GW_PMPI(Buffer_detach, buffer_addr, size);
+    if (rc == MPI_SUCCESS && gw_attached.host && *(void **)buffer_addr == gw_attached.host) {
+        free(gw_attached.host);
+        *(void **)buffer_addr = gw_attached.user;
+        gw_attached.host = gw_attached.user = NULL;
+    }
+    pthread_mutex_unlock(&gw_attached.lock);
+    return rc;
 }
 
 GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag,
