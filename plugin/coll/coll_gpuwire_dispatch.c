@@ -198,6 +198,9 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                      ompi_request_t **request)
 {
+    /* An inter-communicator's module has the non-blocking reductions only. */
+    if (OPAL_UNLIKELY(OMPI_COMM_IS_INTER(a->comm)))
+        return gw_coll_inter_dispatch(m, a, request);
     return dispatch(m, a, request, false);
 }
 

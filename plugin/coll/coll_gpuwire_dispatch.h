@@ -112,6 +112,10 @@ typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
  * GW_MEM_DEVICE when any of them is GPU memory. */
 int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind);
 
+/* A non-blocking reduction on an inter-communicator (coll_gpuwire_inter.c). */
+int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                           ompi_request_t **request);
+
 typedef struct {
     const char *name;
     /* Whether this algorithm runs the call; NULL: always. Asked on every

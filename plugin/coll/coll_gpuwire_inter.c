@@ -44,9 +44,10 @@ static void inter_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_
     gw_coll_regions(&shape, r);
 }
 
-static int inter_run(mca_coll_base_module_t *module, gw_coll_args_t *a, ompi_request_t **request)
+int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *call,
+                           ompi_request_t **request)
 {
-    mca_coll_gpuwire_module_t *m = (mca_coll_gpuwire_module_t *)module;
+    gw_coll_args_t args = *call, *a = &args;
     a->nonblocking = true;
     gw_coll_region_t r[GW_REGION_COUNT];
     gw_mem_kind_t kind = GW_MEM_HOST;
@@ -67,48 +68,15 @@ static int inter_run(mca_coll_base_module_t *module, gw_coll_args_t *a, ompi_req
     return gw_coll_staged.run(m, a, r, request);
 }
 
-static int iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    gw_coll_args_t a = {.id = GW_COLL_ALLREDUCE, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                        .dtype = dtype, .op = op, .comm = comm};
-    return inter_run(module, &a, request);
-}
-
-static int ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
-                   struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                   ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    gw_coll_args_t a = {.id = GW_COLL_REDUCE, .sbuf = sbuf, .rbuf = rbuf, .count = count,
-                        .dtype = dtype, .op = op, .root = root, .comm = comm};
-    return inter_run(module, &a, request);
-}
-
-static int ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, ompi_request_t **request,
-                           mca_coll_base_module_t *module)
-{
-    gw_coll_args_t a = {.id = GW_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
-                        .rcounts = rcounts, .dtype = dtype, .op = op, .comm = comm};
-    return inter_run(module, &a, request);
-}
-
-static int ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 struct ompi_communicator_t *comm, ompi_request_t **request,
-                                 mca_coll_base_module_t *module)
-{
-    gw_coll_args_t a = {.id = GW_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sbuf, .rbuf = rbuf,
-                        .rcount = rcount, .dtype = dtype, .op = op, .comm = comm};
-    return inter_run(module, &a, request);
-}
-
+/* The entry points of intra-communicators, the non-blocking reductions only:
+ * gw_coll_dispatch sends an inter-communicator's calls here. */
 void gw_coll_inter_install(mca_coll_base_module_t *m)
 {
-    m->coll_iallreduce = iallreduce;
-    m->coll_ireduce = ireduce;
-    m->coll_ireduce_scatter = ireduce_scatter;
-    m->coll_ireduce_scatter_block = ireduce_scatter_block;
+    mca_coll_base_module_t all;
+    memset(&all, 0, sizeof(all));
+    gw_coll_entry_install(&all);
+    m->coll_iallreduce = all.coll_iallreduce;
+    m->coll_ireduce = all.coll_ireduce;
+    m->coll_ireduce_scatter = all.coll_ireduce_scatter;
+    m->coll_ireduce_scatter_block = all.coll_ireduce_scatter_block;
 }
