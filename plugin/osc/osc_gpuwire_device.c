@@ -31,19 +31,6 @@ void gw_osc_dev_close(void)
     ngpus = 0;
 }
 
-int gw_osc_dev_where(const void *p, size_t len)
-{
-    if (ngpus <= 0 || p == NULL) return -1;
-    gw_coll_mem_t mem;
-    char why[256];
-    if (gw_coll_device_classify(p, len ? len : 1, &mem, why, sizeof(why)) != 0) {
-        opal_output(0, "osc:gpuwire: cannot tell where %p lives (%s); taken as host memory", p,
-                    why);
-        return -1;
-    }
-    return mem.on_gpu ? mem.gpu : -1;
-}
-
 int gw_osc_dev_where_order(const void *p, size_t len, bool *unordered)
 {
     *unordered = false;
@@ -57,6 +44,12 @@ int gw_osc_dev_where_order(const void *p, size_t len, bool *unordered)
     }
     *unordered = mem.on_gpu && mem.unordered;
     return mem.on_gpu ? mem.gpu : -1;
+}
+
+int gw_osc_dev_where(const void *p, size_t len)
+{
+    bool unordered;
+    return gw_osc_dev_where_order(p, len, &unordered);
 }
 
 int gw_osc_dev_wait_user(int gpu)
