@@ -66,7 +66,9 @@ struct EnginePair {
     // Engine i goes away: its endpoints close and its worker is destroyed,
     // while a thread keeps the other engine progressing (the close of an
     // endpoint waits for the peer's side). The other engine then sees its
-    // endpoint fail, as when a process is killed.
+    // endpoint fail, as when a process is killed. The pair must be made with
+    // thread_multiple: a UCX built with assertions (Debian's 1.18) aborts when
+    // a single-threaded worker is progressed by a thread that does not own it.
     void kill(int i)
     {
         std::atomic<bool> stop{false};

@@ -2,7 +2,8 @@
 // 1): what only it could complete ends with GW_ERR_UNREACHABLE, never hangs
 // and never completes as if data had come; wildcard receives stay posted.
 // Engine 0 is destroyed as a killed process would vanish: its sockets close,
-// and engine 1's endpoint to it reports the failure.
+// and engine 1's endpoint to it reports the failure. The pairs are made
+// thread-multiple: EnginePair::kill progresses engine 1 from a second thread.
 #include "gw_catch.hpp"
 
 #include <chrono>
@@ -56,7 +57,7 @@ void connect_both(EnginePair &p)
 
 TEST_CASE("receives only a failed process could satisfy end with an error", "[engine][peer-failure]")
 {
-    EnginePair p(0, false, peer_failure_mode);
+    EnginePair p(0, true, peer_failure_mode);
     connect_both(p);
     std::vector<unsigned char> buf(64, 0xEE), any_buf(64, 0xEE);
     Req specific, any, layout_like;
@@ -95,7 +96,7 @@ TEST_CASE("a chunked transfer from a failed process ends with an error", "[engin
     // the sender is killed while chunks are still owed. (Eager chunks: a
     // chunk in rendezvous would still be UCX's at the sender's teardown,
     // which only a real kill gets away with.)
-    EnginePair p(0, false, [](gw_engine_params_t &e) {
+    EnginePair p(0, true, [](gw_engine_params_t &e) {
         peer_failure_mode(e);
         e.pace_gbps = 0.001;
         e.pace_min_bytes = 65536;
@@ -121,7 +122,7 @@ TEST_CASE("a chunked transfer from a failed process ends with an error", "[engin
 
 TEST_CASE("a process that only received from the failed one hears of it too", "[engine][peer-failure]")
 {
-    EnginePair p(0, false, peer_failure_mode);
+    EnginePair p(0, true, peer_failure_mode);
     // Engine 1 has never sent to engine 0: its endpoint to it is made for
     // the receive (UCX reports a failure only on the user's endpoints).
     int v = 3, w = 0;
