@@ -102,14 +102,22 @@ static const gw_param_t params[] = {
           "host exchange); each team holds twice this in device memory per rank",
           NULL),
     PBOOL(nvlink_direct, false, 5,
-          "Experimental: blocking NVLink calls above nvlink_oneshot_bytes run on the "
-          "application's buffers mapped through CUDA IPC after a host exchange; 0 (default): "
-          "over point-to-point, as non-blocking ones always"),
+          "Experimental: on a team of several GPUs, blocking NVLink calls above "
+          "nvlink_oneshot_bytes run on the application's buffers mapped through CUDA IPC after a "
+          "host exchange; 0 (default): over point-to-point, as non-blocking ones. (A team on one "
+          "GPU runs them delegated: nvlink_delegate)"),
     PINT(nvlink_timeout, 20, 1, 86400, 5,
-         "Seconds an NVLink kernel waits for the other ranks before the call fails", NULL),
+         "Seconds an NVLink kernel waits for the other ranks before the call fails; on a "
+         "delegated team, seconds a rank waits in a call (from its initiation) for the others",
+         NULL),
     PBOOL(nvlink_shared_gpu, false, 9,
           "Ranks that share a GPU form an NVLink team even without CUDA MPS (correct but slow: "
           "the contexts take turns; for testing). Under MPS they do by default"),
+    PBOOL(nvlink_delegate, true, 5,
+          "A team whose ranks all share one GPU runs each non-blocking call, and each blocking "
+          "one above nvlink_oneshot_bytes, as one kernel launched by the rank that initiates it "
+          "last, on every rank's buffers (no kernel waits for a peer: full overlap); 0: one-shot "
+          "kernels per rank, larger calls over point-to-point"),
 };
 #undef GW_PARAMS_STORE
 #undef PINT

@@ -656,3 +656,46 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 }
 
 void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
+
+/* The delegated form needs buffers a peer process can map: the simulated
+ * GPU has none, so its teams are never on "one GPU" and the form is never
+ * chosen (the glue declines the larger calls alike on every rank). */
+bool gw_coll_team_one_gpu(const gw_coll_team_t *t)
+{
+    (void)t;
+    return false;
+}
+
+int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, bool create, char *why,
+                            size_t why_len)
+{
+    (void)t;
+    (void)name;
+    (void)create;
+    return fail(why, why_len, "the simulated GPU has no board");
+}
+
+void gw_coll_team_board_unlink(const char *name) { (void)name; }
+
+int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll_team_call_t *c,
+                      const void *in_desc, const void *out_desc, bool *launched, char *why,
+                      size_t why_len)
+{
+    (void)t;
+    (void)seq;
+    (void)c;
+    (void)in_desc;
+    (void)out_desc;
+    *launched = false;
+    return fail(why, why_len, "the simulated GPU runs no delegated call");
+}
+
+int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool query, bool *done, char *why,
+                             size_t why_len)
+{
+    (void)t;
+    (void)seq;
+    (void)query;
+    (void)done;
+    return fail(why, why_len, "the simulated GPU runs no delegated call");
+}
