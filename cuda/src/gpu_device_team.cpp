@@ -41,6 +41,7 @@ struct gw_coll_team {
 
 static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
 static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
+static_assert(GW_COLL_BUF_DESC_BYTES == cu::NvlBoard::kDescBytes);
 
 extern "C" {
 

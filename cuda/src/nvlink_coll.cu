@@ -422,7 +422,8 @@ extern "C" int gw_nvl_launch(const gw_nvl_team_t* team, const gw_nvl_call_t* cal
 extern "C" int gw_nvl_launch_all(const gw_nvl_all_call_t* call, void* stream, char* why,
                                  size_t why_len) {
   const gw_nvl_all_call_t& c = *call;
-  if (c.nranks < 1 || c.nranks > GW_NVL_MAX_RANKS || c.root < 0 || c.root >= c.nranks) {
+  if (c.nranks < 1 || c.nranks > GW_NVL_MAX_RANKS ||
+      (c.coll == GW_NVL_BCAST && (c.root < 0 || c.root >= c.nranks))) {
     return nvl::fail(why, why_len, "NVLink delegated call: %d ranks (root %d) out of range",
                      c.nranks, c.root);
   }
