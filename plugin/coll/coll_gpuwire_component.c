@@ -102,10 +102,10 @@ static const gw_param_t params[] = {
           "host exchange); each team holds twice this in device memory per rank",
           NULL),
     PBOOL(nvlink_direct, false, 5,
-          "Experimental: on a team of several GPUs, blocking NVLink calls above "
-          "nvlink_oneshot_bytes run on the application's buffers mapped through CUDA IPC after a "
-          "host exchange; 0 (default): over point-to-point, as non-blocking ones. (A team on one "
-          "GPU runs them delegated: nvlink_delegate)"),
+          "Experimental: blocking NVLink calls above nvlink_oneshot_bytes run on the "
+          "application's buffers mapped through CUDA IPC after a host exchange; 0 (default): "
+          "over point-to-point on a team of several GPUs, delegated on a team on one GPU "
+          "(nvlink_delegate)"),
     PINT(nvlink_timeout, 20, 1, 86400, 5,
          "Seconds an NVLink kernel waits for the other ranks before the call fails; on a "
          "delegated team, seconds a rank waits in a call (from its initiation) for the others",

@@ -14,7 +14,8 @@
  * Per call, chosen alike on every rank from the call's arguments:
  *   bytes <= coll_gpuwire_nvlink_oneshot_bytes: one-shot through the
  *     workspace slots; no host communication at all.
- *   larger, on a team whose ranks all share one GPU (coll_gpuwire_nvlink_delegate):
+ *   larger, on a team whose ranks all share one GPU (coll_gpuwire_nvlink_delegate;
+ *     coll_gpuwire_nvlink_direct 1 takes precedence for the blocking calls):
  *     delegated, one kernel launched by the last rank to initiate it
  *     (coll_gpuwire_nvlink_delegate.c); the non-blocking calls of such a
  *     team take that form at every size.
@@ -235,7 +236,9 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
 
     const bool large = call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes;
-    if (large && m->nvl_dl) return gw_coll_nvl_dl_run(m, a, r);
+    /* coll_gpuwire_nvlink_direct asks for the direct form even here (its
+     * tests run on one GPU). */
+    if (large && m->nvl_dl && !mca_coll_gpuwire.nvlink_direct) return gw_coll_nvl_dl_run(m, a, r);
     if (large && !mca_coll_gpuwire.nvlink_direct) return GW_COLL_DECLINED;
 
     gw_coll_team_t *t = m->nvl_team;
