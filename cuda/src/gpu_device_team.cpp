@@ -234,6 +234,8 @@ GW_CORE_API int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, boo
 
 GW_CORE_API void gw_coll_team_board_unlink(const char *name) { cu::NvlBoard::unlink(name); }
 
+GW_CORE_API void gw_coll_team_board_close(gw_coll_team_t *t) { t->board.reset(); }
+
 /* Marks call seq failed for every rank (the launcher's CPU: no kernel runs). */
 static void board_fail(const cu::NvlBoard &b, uint64_t seq)
 {

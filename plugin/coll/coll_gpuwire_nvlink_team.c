@@ -230,6 +230,7 @@ void gw_coll_nvl_setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_commun
     }
     m->nvl_team = st->team;
     m->nvl_dl = all_dl;
+    if (!all_dl) gw_coll_team_board_close(m->nvl_team); /* rank 0's, or one a rank opened */
     st->team = NULL;
     COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes; "
                          "%s)",

@@ -192,6 +192,8 @@ GW_CORE_API bool gw_coll_team_one_gpu(const gw_coll_team_t *t);
  * named name (a POSIX shared-memory name). */
 GW_CORE_API int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, bool create, char *why,
                                         size_t why_len);
+/* Lets the board go where the form is not used (nothing of it may run). */
+GW_CORE_API void gw_coll_team_board_close(gw_coll_team_t *t);
 /* Removes the name once every rank has opened the board. */
 GW_CORE_API void gw_coll_team_board_unlink(const char *name);
 /* Posts call seq: in_desc / out_desc describe this rank's c->in and c->out
