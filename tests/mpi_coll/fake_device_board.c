@@ -202,7 +202,10 @@ int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool query, bool *
 
 int fake_board_describe(const void *ptr, size_t len, void *desc)
 {
-    if (!fake_delegate()) return -1;
+    /* GW_FAKE_BOARD_REFUSE=1: this rank's buffers cannot be exported (the
+     * failure path of coll_nvlink_delegate_fail). */
+    const char *refuse = getenv("GW_FAKE_BOARD_REFUSE");
+    if (!fake_delegate() || (refuse && 1 == atoi(refuse))) return -1;
     const fake_buf_desc_t d = {FAKE_BUF_MAGIC, (int32_t)getpid(), (uint64_t)(uintptr_t)ptr, len};
     memcpy(desc, &d, sizeof(d));
     return 0;
