@@ -46,6 +46,8 @@ typedef struct {
     gw_coll_temps_t tmp;
     uint64_t seq;
     double since; /* initiation, seconds (CLOCK_MONOTONIC) */
+    bool posted;  /* a kernel may use its buffers until settled */
+    bool settled; /* done, or failed for every rank: no kernel uses them any more */
 } dl_call_t;
 
 static double now_s(void)
@@ -138,6 +140,7 @@ static int dl_begin(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     if (!ok) return dl_failed(d, why);
     if (0 != rc) return dl_failed(d, pwhy);
+    d->posted = true;
     return OMPI_SUCCESS;
 }
 
@@ -150,8 +153,10 @@ static int dl_poll(dl_call_t *d, bool query, bool *done)
     bool finished = false;
     *done = false;
     if (0 != gw_coll_team_posted_done(t, d->seq, query, &finished, why, sizeof(why))) {
+        d->settled = true;
         return dl_failed(d, why);
     }
+    d->settled = finished;
     if (!finished) {
         if (query && now_s() - d->since > (double)mca_coll_gpuwire.nvlink_timeout) {
             return dl_failed(d, "not every rank initiated the call within "
@@ -164,6 +169,26 @@ static int dl_poll(dl_call_t *d, bool query, bool *done)
     }
     *done = true;
     return OMPI_SUCCESS;
+}
+
+/* Gives the temporaries back once no kernel can use them any more. A
+ * request that could not be made, or a call given up on after the timeout,
+ * leaves a call the last rank may still launch on them: they are then kept
+ * (lost) rather than lent again; waiting here would hold MPI's progress. */
+static void dl_release_temps(dl_call_t *d)
+{
+    if (d->posted && !d->settled) {
+        bool finished = false;
+        char why[256];
+        d->settled = 0 != gw_coll_team_posted_done(d->m->nvl_team, d->seq, false, &finished, why,
+                                                   sizeof(why)) || finished;
+    }
+    if (d->posted && !d->settled && NULL != d->tmp.buf.owner) {
+        opal_output(0, "coll:gpuwire: NVLink (delegated): a call still outstanding keeps its "
+                    "device temporaries (%zu bytes) for good", d->tmp.buf.len);
+        return;
+    }
+    gw_coll_temps_release(&d->tmp);
 }
 
 int gw_coll_nvl_dl_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -179,7 +204,7 @@ int gw_coll_nvl_dl_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         rc = dl_poll(&d, 0 == (spins & 1023), &done);
         if (OMPI_SUCCESS == rc && !done && 0 == (spins & 63)) opal_progress();
     }
-    gw_coll_temps_release(&d.tmp);
+    dl_release_temps(&d);
     if (OMPI_SUCCESS == rc) __atomic_fetch_add(&mca_coll_gpuwire.nvlink_calls, 1, __ATOMIC_RELAXED);
     return rc;
 }
@@ -189,7 +214,7 @@ static int dl_job_poll(void *p, bool query, bool *done) { return dl_poll(p, quer
 static void dl_job_release(void *p)
 {
     dl_call_t *d = p;
-    gw_coll_temps_release(&d->tmp);
+    dl_release_temps(d);
     free(d);
 }
 
