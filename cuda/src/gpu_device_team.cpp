@@ -4,11 +4,14 @@
 // once per process, so a second cache would fail on a buffer the other has
 // mapped (cudaErrorAlreadyMapped).
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "gpu_device_state.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
+#include "gpuwire/cuda/nvlink_board.hpp"
 #include "gpuwire/cuda/nvlink_team.hpp"
 #include "gpuwire/gpu_device.h"
 
@@ -23,10 +26,22 @@ struct gw_coll_team {
     std::vector<cu::IpcMapping> leases; // the direct call's peer buffers
     const void *peer_in[GW_NVL_MAX_RANKS] = {};
     void *peer_out[GW_NVL_MAX_RANKS] = {};
+    bool one_gpu = false; // every rank on this rank's GPU (connect)
+    // The delegated form: the board the ranks share, and the calls this rank
+    // launched that it has not seen finish, with the leases on the peers'
+    // buffers their kernels use.
+    std::unique_ptr<cu::NvlBoard> board;
+    struct Launched {
+        uint64_t seq;
+        std::vector<cu::IpcMapping> leases;
+    };
+    std::mutex launched_mu; // initiation and MPI's progress both reach them
+    std::deque<Launched> launched;
 };
 
 static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
 static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
+static_assert(GW_COLL_BUF_DESC_BYTES == cu::NvlBoard::kDescBytes);
 
 extern "C" {
 
@@ -60,6 +75,10 @@ GW_CORE_API int gw_coll_team_connect(gw_coll_team_t *t, const void *descs,
         if (!s) return fail(why, why_len, "NVLink team: rank %d: %s", r, s.message().c_str());
     }
     t->peer_ids.assign(peer_ids, peer_ids + n);
+    t->one_gpu = true;
+    for (int r = 1; r < n; ++r) {
+        t->one_gpu = t->one_gpu && std::memcmp(all[r].uuid, all[0].uuid, sizeof(all[0].uuid)) == 0;
+    }
     std::lock_guard<std::mutex> lock(g_dev->mu);
     cu::Status s = t->team->connect(all.data(), all.size(), shared_gpu);
     return s ? 0 : fail_status(why, why_len, "NVLink team", s);
@@ -69,6 +88,11 @@ GW_CORE_API void gw_coll_team_close(gw_coll_team_t *t)
 {
     if (!t) return;
     gw_coll_team_unmap(t);
+    if (t->board) {
+        // Its stream may still write into the board and use the leases.
+        cu::detail::log_failure(cu::LogLevel::warn, "NVLink team", t->team->wait_idle());
+        t->launched.clear();
+    }
     std::lock_guard<std::mutex> lock(g_dev->mu);
     delete t;
 }
@@ -223,6 +247,133 @@ GW_CORE_API int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query
     cu::Result<bool> r = t->team->finished(ticket, query);
     if (!r) return fail_status(why, why_len, "NVLink collective", r.status());
     *done = *r;
+    return 0;
+}
+
+GW_CORE_API bool gw_coll_team_one_gpu(const gw_coll_team_t *t) { return t->one_gpu; }
+
+GW_CORE_API int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, bool create,
+                                        char *why, size_t why_len)
+{
+    auto b = cu::NvlBoard::open(name, create, t->team->nranks(), t->team->device());
+    if (!b) return fail(why, why_len, "NVLink board %s: %s", name, b.status().message().c_str());
+    t->board = std::move(*b);
+    return 0;
+}
+
+GW_CORE_API void gw_coll_team_board_unlink(const char *name) { cu::NvlBoard::unlink(name); }
+
+GW_CORE_API void gw_coll_team_board_close(gw_coll_team_t *t) { t->board.reset(); }
+
+/* Marks call seq failed for every rank (the launcher's CPU: no kernel runs). */
+static void board_fail(const cu::NvlBoard &b, uint64_t seq)
+{
+    __atomic_store_n(b.done(seq), (seq << 1) | 1, __ATOMIC_RELEASE);
+}
+
+/* Rank r's buffer of a delegated call, as this process addresses it. */
+static int board_map(gw_coll_team_t *t, const char *desc, int r, void **ptr,
+                     std::vector<cu::IpcMapping> &leases, char *why, size_t why_len)
+{
+    cu::IpcBlob blob;
+    cu::Status s = cu::decode_ipc_blob(desc, sizeof(blob), &blob);
+    if (!s) {
+        return fail(why, why_len, "rank %d's buffer cannot be mapped (%s): it could not take part",
+                    r, s.message().c_str());
+    }
+    auto m = g_dev->ctx->mappings().acquire(t->peer_ids[r], blob, t->team->device());
+    if (!m) return fail_status(why, why_len, "mapping a peer's buffer", m.status());
+    *ptr = m->ptr();
+    leases.push_back(std::move(*m));
+    return 0;
+}
+
+GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll_team_call_t *c,
+                                  const void *in_desc, const void *out_desc, bool *launched,
+                                  char *why, size_t why_len)
+{
+    *launched = false;
+    if (!t->board) return fail(why, why_len, "NVLink team: no board for delegated calls");
+    const cu::NvlBoard &b = *t->board;
+    const uint64_t K = cu::NvlBoard::kEntries;
+    const int n = t->team->nranks(), me = t->team->rank();
+    if (seq > K && (__atomic_load_n(b.done(seq), __ATOMIC_ACQUIRE) >> 1) < seq - K) return 1;
+    static const char none[GW_COLL_BUF_DESC_BYTES] = {}; // no peer accepts it
+    std::memcpy(b.in_desc(seq, me), in_desc ? in_desc : none, GW_COLL_BUF_DESC_BYTES);
+    std::memcpy(b.out_desc(seq, me), out_desc ? out_desc : none, GW_COLL_BUF_DESC_BYTES);
+    const uint64_t before = __atomic_fetch_add(b.arrived(seq), 1, __ATOMIC_ACQ_REL);
+    if (before != ((seq - 1) / K) * n + n - 1) return 0; // a later rank launches it
+    *launched = true;
+    gw_nvl_all_call_t call{};
+    call.coll = nvl_coll(c->coll);
+    call.op = c->op;
+    call.type = c->type;
+    call.bytes = c->bytes;
+    call.root = c->root;
+    call.nranks = n;
+    std::vector<cu::IpcMapping> leases;
+    const bool need_in = GW_COLL_TEAM_BCAST != c->coll;
+    for (int r = 0; r < n; ++r) {
+        if (r == me) {
+            if (!in_desc || !out_desc) {
+                board_fail(b, seq);
+                return fail(why, why_len, "this rank could not take part");
+            }
+            call.in[r] = c->in;
+            call.out[r] = c->out;
+            continue;
+        }
+        void *in = nullptr, *out = nullptr;
+        int rc = need_in ? board_map(t, b.in_desc(seq, r), r, &in, leases, why, why_len) : 0;
+        if (0 == rc) rc = board_map(t, b.out_desc(seq, r), r, &out, leases, why, why_len);
+        if (0 != rc) {
+            board_fail(b, seq);
+            return -1;
+        }
+        call.in[r] = in;
+        call.out[r] = out;
+    }
+    cu::Status s = t->team->launch_all(call, b.done_device(seq), seq << 1);
+    if (!s) {
+        // The kernel may be queued without its completion word: the stream
+        // is given up on (every later launch fails too).
+        board_fail(b, seq);
+        return fail_status(why, why_len, "NVLink delegated call", s);
+    }
+    std::lock_guard<std::mutex> lock(t->launched_mu);
+    t->launched.push_back({seq, std::move(leases)});
+    return 0;
+}
+
+GW_CORE_API int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool query, bool *done,
+                                         char *why, size_t why_len)
+{
+    const cu::NvlBoard &b = *t->board;
+    {
+        // The leases of the calls this rank launched that have finished.
+        std::lock_guard<std::mutex> lock(t->launched_mu);
+        while (!t->launched.empty() &&
+               (__atomic_load_n(b.done(t->launched.front().seq), __ATOMIC_ACQUIRE) >> 1) >=
+                   t->launched.front().seq) {
+            t->launched.pop_front();
+        }
+        if (query && !t->launched.empty()) {
+            cu::Status s = t->team->stream_status();
+            if (!s) {
+                for (const auto &l : t->launched) board_fail(b, l.seq);
+                return fail_status(why, why_len, "NVLink delegated call", s);
+            }
+        }
+    }
+    const uint64_t d = __atomic_load_n(b.done(seq), __ATOMIC_ACQUIRE);
+    if ((d >> 1) < seq) {
+        *done = false;
+        return 0;
+    }
+    if ((d >> 1) == seq && (d & 1) != 0) {
+        return fail(why, why_len, "the rank that launched it failed (its message names the cause)");
+    }
+    *done = true;
     return 0;
 }
 

@@ -249,6 +249,57 @@ __global__ void __launch_bounds__(kThreads) allgather_kernel(gw_nvl_team_t t, gw
   barrier(t, c.seq + 2);
 }
 
+// The delegated form (gw_nvl_all_call_t): the whole call in one grid, every
+// thread striding over all of it; nothing waits.
+constexpr size_t kAllBlockBytes = 64 << 10;
+constexpr int kAllMaxBlocks = 1024;
+
+__device__ __forceinline__ size_t grid_tid() {
+  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ size_t grid_stride() {
+  return static_cast<size_t>(gridDim.x) * blockDim.x;
+}
+
+template <int Op, int Type>
+__global__ void __launch_bounds__(kThreads) allreduce_all_kernel(gw_nvl_all_call_t c, bool vec) {
+  using T = typename TypeOf<Type>::type;
+  const T* src[GW_NVL_MAX_RANKS];
+  T* dst[GW_NVL_MAX_RANKS];
+  for (int r = 0; r < c.nranks; ++r) {
+    src[r] = static_cast<const T*>(c.in[r]);
+    dst[r] = static_cast<T*>(c.out[r]);
+  }
+  reduce_range<Op, Type>(src, c.nranks, dst, c.nranks, 0, c.bytes / sizeof(T), grid_tid(),
+                         grid_stride(), vec);
+}
+
+__global__ void __launch_bounds__(kThreads) bcast_all_kernel(gw_nvl_all_call_t c) {
+  const char* from = static_cast<const char*>(c.out[c.root]);
+  for (int r = 0; r < c.nranks; ++r) {
+    if (r != c.root) copy_range(static_cast<char*>(c.out[r]), from, 0, c.bytes, grid_tid(), grid_stride());
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) allgather_all_kernel(gw_nvl_all_call_t c) {
+  for (int r = 0; r < c.nranks; ++r) {
+    const char* from = static_cast<const char*>(c.in[r]);
+    for (int d = 0; d < c.nranks; ++d) {
+      char* to = static_cast<char*>(c.out[d]) + static_cast<size_t>(r) * c.bytes;
+      if (to != from) copy_range(to, from, 0, c.bytes, grid_tid(), grid_stride());
+    }
+  }
+}
+
+using AllLauncher = cudaError_t (*)(const gw_nvl_all_call_t&, unsigned, bool, cudaStream_t);
+
+template <int Op, int Type>
+cudaError_t launch_allreduce_all(const gw_nvl_all_call_t& c, unsigned blocks, bool vec,
+                                 cudaStream_t stream) {
+  allreduce_all_kernel<Op, Type><<<blocks, kThreads, 0, stream>>>(c, vec);
+  return cudaGetLastError();
+}
+
 using Launcher = cudaError_t (*)(const gw_nvl_team_t&, const gw_nvl_call_t&, unsigned, bool,
                                  cudaStream_t);
 
@@ -274,6 +325,19 @@ struct MakeLauncher {
 };
 
 constexpr auto launchers = reduce::make_table<Launcher, MakeLauncher>();
+template <int Op, int Type>
+struct MakeAllLauncher {
+  static constexpr AllLauncher get() {
+    if constexpr (kRuns<Op, Type>) {
+      return &launch_allreduce_all<Op, Type>;
+    } else {
+      return nullptr;
+    }
+  }
+};
+
+constexpr auto all_launchers = reduce::make_table<AllLauncher, MakeAllLauncher>();
+
 
 unsigned blocks_for(const gw_nvl_call_t& c, int nranks) {
   size_t bytes = c.bytes;
@@ -351,6 +415,55 @@ extern "C" int gw_nvl_launch(const gw_nvl_team_t* team, const gw_nvl_call_t* cal
   if (e != cudaSuccess) {
     return nvl::fail(why, why_len, "NVLink collective: kernel launch: %s (%d)", cudaGetErrorName(e),
                      static_cast<int>(e));
+  }
+  return 0;
+}
+
+extern "C" int gw_nvl_launch_all(const gw_nvl_all_call_t* call, void* stream, char* why,
+                                 size_t why_len) {
+  const gw_nvl_all_call_t& c = *call;
+  if (c.nranks < 1 || c.nranks > GW_NVL_MAX_RANKS ||
+      (c.coll == GW_NVL_BCAST && (c.root < 0 || c.root >= c.nranks))) {
+    return nvl::fail(why, why_len, "NVLink delegated call: %d ranks (root %d) out of range",
+                     c.nranks, c.root);
+  }
+  size_t moved = c.bytes;
+  if (c.coll == GW_NVL_ALLGATHER) moved *= static_cast<size_t>(c.nranks);
+  size_t blocks = (moved + nvl::kAllBlockBytes - 1) / nvl::kAllBlockBytes;
+  if (blocks < 1) blocks = 1;
+  if (blocks > static_cast<size_t>(nvl::kAllMaxBlocks)) blocks = nvl::kAllMaxBlocks;
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaSuccess;
+  switch (c.coll) {
+    case GW_NVL_ALLREDUCE: {
+      if (!gw_nvl_reduce_supported(c.op, c.type)) {
+        return nvl::fail(why, why_len, "NVLink allreduce: no kernel for %s on %s",
+                         gw_reduce_op_name(c.op), gw_reduce_type_name(c.type));
+      }
+      if (c.bytes % gw_reduce_type_size(c.type) != 0) {
+        return nvl::fail(why, why_len, "NVLink allreduce: %zu bytes are not whole %s elements",
+                         c.bytes, gw_reduce_type_name(c.type));
+      }
+      bool vec = true;
+      for (int r = 0; r < c.nranks; ++r) vec = vec && nvl::aligned16(c.in[r]) && nvl::aligned16(c.out[r]);
+      e = nvl::all_launchers[c.op][c.type](c, static_cast<unsigned>(blocks), vec, s);
+      break;
+    }
+    case GW_NVL_BCAST:
+      nvl::bcast_all_kernel<<<static_cast<unsigned>(blocks), nvl::kThreads, 0, s>>>(c);
+      e = cudaGetLastError();
+      break;
+    case GW_NVL_ALLGATHER:
+      nvl::allgather_all_kernel<<<static_cast<unsigned>(blocks), nvl::kThreads, 0, s>>>(c);
+      e = cudaGetLastError();
+      break;
+    default:
+      return nvl::fail(why, why_len, "NVLink collective: unknown collective %d",
+                       static_cast<int>(c.coll));
+  }
+  if (e != cudaSuccess) {
+    return nvl::fail(why, why_len, "NVLink delegated call: kernel launch: %s (%d)",
+                     cudaGetErrorName(e), static_cast<int>(e));
   }
   return 0;
 }

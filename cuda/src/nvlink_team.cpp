@@ -24,6 +24,10 @@ extern "C" int gw_nvl_launch(const gw_nvl_team_t*, const gw_nvl_call_t*, void*, 
   if (why && why_len) snprintf(why, why_len, "gpuwire built without CUDA");
   return -1;
 }
+extern "C" int gw_nvl_launch_all(const gw_nvl_all_call_t*, void*, char* why, size_t why_len) {
+  if (why && why_len) snprintf(why, why_len, "gpuwire built without CUDA");
+  return -1;
+}
 #endif
 
 namespace gpuwire::cuda {
@@ -219,6 +223,32 @@ Status NvlTeam::run(gw_nvl_call_t call) {
   return Status{};
 }
 
+Status NvlTeam::launch_all(const gw_nvl_all_call_t& call, uint64_t* done_device,
+                           uint64_t value) {
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  char why[256];
+  if (gw_nvl_launch_all(&call, stream_, why, sizeof(why)) != 0) {
+    detail::log(LogLevel::error, "NvlTeam: %s", why);
+    return Status::error(Errc::invalid_argument, "NVLink delegated call launch");
+  }
+  return enqueue_write_value64(stream_, device_, done_device, value, memop_);
+}
+
+Status NvlTeam::stream_status() {
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream_));
+  return e == cudaErrorNotReady ? Status{} : rt_check(e, "cudaStreamQuery");
+}
+
+Status NvlTeam::wait_idle() {
+  DeviceGuard guard(device_);
+  if (!guard.status()) return guard.status();
+  return rt_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)),
+                  "cudaStreamSynchronize");
+}
+
 void NvlTeam::release() {
   DeviceGuard guard(device_);
   for (uintptr_t p : mapped_) {
@@ -255,6 +285,11 @@ Status NvlTeam::connect(const NvlTeamDesc*, size_t, bool) { return no_cuda_statu
 Result<uint64_t> NvlTeam::launch(gw_nvl_call_t) { return no_cuda_status(); }
 Result<bool> NvlTeam::finished(uint64_t, bool) { return no_cuda_status(); }
 Status NvlTeam::run(gw_nvl_call_t) { return no_cuda_status(); }
+Status NvlTeam::launch_all(const gw_nvl_all_call_t&, uint64_t*, uint64_t) {
+  return no_cuda_status();
+}
+Status NvlTeam::stream_status() { return no_cuda_status(); }
+Status NvlTeam::wait_idle() { return Status{}; }
 void NvlTeam::release() {}
 
 #endif  // GPUWIRE_HAVE_CUDA

@@ -66,6 +66,7 @@ typedef struct {
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
     int nvlink_timeout;   /* seconds a kernel waits for its peers */
     bool nvlink_shared_gpu; /* teams of ranks that share a GPU (testing) */
+    bool nvlink_delegate; /* teams on one GPU: one kernel by the last rank to arrive */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;
@@ -221,6 +222,14 @@ typedef struct {
      * launched: they launch in initiation order, each once every rank has
      * initiated it, and a blocking call waits until none is left unlaunched. */
     uint64_t nvl_nb_issued, nvl_nb_launched;
+    /* The delegated form (coll_gpuwire_nvlink_delegate.c): the team's ranks
+     * all share one GPU and a board; its calls are numbered from 1 alike on
+     * every rank. */
+    bool nvl_dl;
+    uint64_t nvl_dl_seq;
+    /* Non-blocking calls above the one-shot size declined while the set-up
+     * was under way: they count towards adopting its outcome too. */
+    uint64_t nvl_nb_early;
 
     /* Non-blocking reductions given to the device ring
      * (coll_gpuwire_devreduce_nb.c), and how many of them are through with

@@ -14,8 +14,13 @@
  * Per call, chosen alike on every rank from the call's arguments:
  *   bytes <= coll_gpuwire_nvlink_oneshot_bytes: one-shot through the
  *     workspace slots; no host communication at all.
- *   larger, with coll_gpuwire_nvlink_direct 1 (else declined in accepts and
- *     run over point-to-point): direct on the application's buffers; the ranks exchange IPC
+ *   larger, on a team whose ranks all share one GPU (coll_gpuwire_nvlink_delegate;
+ *     coll_gpuwire_nvlink_direct 1 takes precedence for the blocking calls):
+ *     delegated, one kernel launched by the last rank to initiate it
+ *     (coll_gpuwire_nvlink_delegate.c); the non-blocking calls of such a
+ *     team take that form at every size.
+ *   larger, on a team of several GPUs, with coll_gpuwire_nvlink_direct 1 (else
+ *     declined in run and run over point-to-point): direct on the application's buffers; the ranks exchange IPC
  *     descriptions of them (one host allgather), map them (cached), and agree
  *     that every rank could (one host allreduce) before the kernels run; a
  *     buffer CUDA IPC cannot export (stream-ordered pools, VMM, managed)
@@ -78,12 +83,9 @@ static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_
     if (GW_COLL_ALLREDUCE != a->id && GW_COLL_BCAST != a->id && GW_COLL_ALLGATHER != a->id) {
         return false;
     }
-    /* The non-blocking forms are one-shot only (the direct form exchanges
-     * and agrees on the host first). */
-    if ((a->nonblocking || !(mca_coll_gpuwire.nvlink_direct || GW_SEL_NVLINK == a->sel)) &&
-        call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
-        return false;
-    }
+    /* Larger calls than the one-shot size: whether the team runs them
+     * (delegated, direct) is known once it is set up; run() declines them
+     * where it does not, alike on every rank. */
     switch (a->id) {
     case GW_COLL_ALLREDUCE: {
         int op, type;
@@ -204,10 +206,18 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
          * set-up has long ended by now, on every rank, but this rank's
          * progress may not have seen it yet: it waits for that here. */
         if (GW_NVL_SETTING_UP == m->nvl_seen &&
-            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE) >= GW_NVL_ADOPT_AFTER) {
+            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE) + m->nvl_nb_early >=
+                GW_NVL_ADOPT_AFTER) {
             gw_coll_nvlink_settle(m, comm);
         }
         if (GW_NVL_UNUSABLE == m->nvl_seen) return GW_COLL_DECLINED;
+        if (GW_NVL_READY == m->nvl_seen && m->nvl_dl) return gw_coll_nvl_dl_start(m, a, r, request);
+        if (call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes) {
+            /* Only the delegated form runs them: while the set-up is under
+             * way, or on a team of several GPUs, over point-to-point. */
+            if (GW_NVL_SETTING_UP == m->nvl_seen) ++m->nvl_nb_early;
+            return GW_COLL_DECLINED;
+        }
         return gw_coll_nvl_start(m, a, r, request);
     }
     /* Dispatch ended a set-up under way before this blocking call. */
@@ -224,6 +234,15 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
            __atomic_load_n(&m->nvl_nb_issued, __ATOMIC_ACQUIRE)) {
         opal_progress();
     }
+
+    const bool large = call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes;
+    /* coll_gpuwire_nvlink_direct asks for the direct form even here (its
+     * tests run on one GPU). */
+    if (large && m->nvl_dl && !mca_coll_gpuwire.nvlink_direct) return gw_coll_nvl_dl_run(m, a, r);
+    /* The selection table choosing nvlink above the one-shot size asks for
+     * the direct form too. */
+    if (large && !(mca_coll_gpuwire.nvlink_direct || GW_SEL_NVLINK == a->sel))
+        return GW_COLL_DECLINED;
 
     gw_coll_team_t *t = m->nvl_team;
     const int tgpu = gw_coll_team_gpu(t);

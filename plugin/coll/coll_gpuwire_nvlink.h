@@ -43,4 +43,12 @@ int gw_coll_nvl_team_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicato
 int gw_coll_nvl_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
 
+/* The delegated form on a team whose ranks share one GPU
+ * (coll_gpuwire_nvlink_delegate.c): a blocking call, and a non-blocking
+ * call's request. */
+int gw_coll_nvl_dl_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                       gw_coll_region_t r[GW_REGION_COUNT]);
+int gw_coll_nvl_dl_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                         gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
+
 #endif

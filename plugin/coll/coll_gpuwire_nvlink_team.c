@@ -28,6 +28,8 @@ typedef struct gw_nvl_setup {
     gw_coll_team_t *team; /* NULL: this rank cannot take part */
     int gpu, n, me, phase; /* 1: descriptions coming, 2: answers coming */
     int ok;                /* this rank's answer */
+    bool dl;               /* this rank has the board of the delegated form */
+    char board[64];        /* its name, created by rank 0, removed at the end */
     char why[256];
     char *descs;           /* every rank's description, rank order */
     int answers[GW_NVL_MAX_TEAM];
@@ -40,6 +42,8 @@ typedef struct gw_nvl_setup {
 static void setup_free(gw_nvl_setup_t *st)
 {
     if (NULL == st) return;
+    /* Every rank has opened the board by now, or never will. */
+    if (0 == st->me && '\0' != st->board[0]) gw_coll_team_board_unlink(st->board);
     for (int k = 0; k < 2; ++k) {
         for (int i = 0; i < st->nreqs[k]; ++i) {
             if (MPI_REQUEST_NULL != st->reqs[k][i]) ompi_request_free(&st->reqs[k][i]);
@@ -57,6 +61,7 @@ void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m)
     if (NULL != m->nvl_team) gw_coll_team_close(m->nvl_team);
     m->nvl_team = NULL;
     m->nvl_state = GW_NVL_UNKNOWN;
+    m->nvl_dl = false;
 }
 
 /* Posts one set-up message of group k (0 descriptions, 1 answers). */
@@ -122,6 +127,22 @@ int gw_coll_nvl_setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicat
      * rank cannot take part. */
     st->ok = 0 == gw_coll_team_open(gpu, me, n, slot, (double)mca_coll_gpuwire.nvlink_timeout,
                                     &st->team, mine, st->why, sizeof(st->why));
+    /* The delegated form's board: made by rank 0 before its description
+     * goes out, so it exists when the others open it (once every
+     * description is here). Its name is known to every rank of this job. */
+    if (st->ok && mca_coll_gpuwire.nvlink_delegate) {
+        snprintf(st->board, sizeof(st->board), "/gwnvl-%x-%x-%x",
+                 (unsigned)OMPI_PROC_MY_NAME->jobid, (unsigned)st->ids[0],
+                 (unsigned)comm->c_contextid);
+        if (0 == me) {
+            char bwhy[256] = "";
+            st->dl = 0 == gw_coll_team_board_open(st->team, st->board, true, bwhy, sizeof(bwhy));
+            if (!st->dl) {
+                COLL_GPUWIRE_VERBOSE(1, "NVLink: no delegated calls on %s: %s", comm->c_name, bwhy);
+                st->board[0] = '\0';
+            }
+        }
+    }
     int rc = OMPI_SUCCESS;
     /* Per peer, the description's receive before the answer's: the peer
      * sends them in that order on the one tag. */
@@ -166,7 +187,22 @@ void gw_coll_nvl_setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_commun
                                                mca_coll_gpuwire.nvlink_shared_gpu, st->why,
                                                sizeof(st->why));
         }
-        st->answers[st->me] = st->ok;
+        /* Ranks that all share one GPU: the delegated form, where every
+         * rank has the board (bit 1 of the answer). */
+        if (st->ok && '\0' != st->board[0] && gw_coll_team_one_gpu(st->team)) {
+            char bwhy[256] = "";
+            if (0 != st->me) {
+                st->dl = 0 == gw_coll_team_board_open(st->team, st->board, false, bwhy,
+                                                      sizeof(bwhy));
+            }
+            if (!st->dl) {
+                COLL_GPUWIRE_VERBOSE(1, "NVLink: no delegated calls on %s: %s", comm->c_name,
+                                     bwhy[0] ? bwhy : "rank 0 has no board");
+            }
+        } else {
+            st->dl = false;
+        }
+        st->answers[st->me] = st->ok ? (st->dl ? 3 : 1) : 0;
         st->phase = 2;
         int rc = OMPI_SUCCESS;
         for (int q = 0; q < st->n && OMPI_SUCCESS == rc; ++q) {
@@ -175,8 +211,11 @@ void gw_coll_nvl_setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_commun
         if (OMPI_SUCCESS != rc) err = MPI_ERR_OTHER;
     }
     if (MPI_SUCCESS == err && !setup_reqs_done(st, 1, &err)) return;
-    bool all_ok = MPI_SUCCESS == err;
-    for (int q = 0; q < st->n; ++q) all_ok = all_ok && 0 != st->answers[q];
+    bool all_ok = MPI_SUCCESS == err, all_dl = true;
+    for (int q = 0; q < st->n; ++q) {
+        all_ok = all_ok && 0 != (st->answers[q] & 1);
+        all_dl = all_dl && 0 != (st->answers[q] & 2);
+    }
     if (!all_ok) {
         if (MPI_SUCCESS != err) {
             opal_output(0, "coll:gpuwire: NVLink team of %s: a set-up message failed (MPI "
@@ -190,11 +229,13 @@ void gw_coll_nvl_setup_progress(mca_coll_gpuwire_module_t *m, struct ompi_commun
         return;
     }
     m->nvl_team = st->team;
+    m->nvl_dl = all_dl;
+    if (!all_dl) gw_coll_team_board_close(m->nvl_team); /* rank 0's, or one a rank opened */
     st->team = NULL;
     COLL_GPUWIRE_VERBOSE(10, "NVLink: team of %d ranks on %s (GPU %d, one-shot up to %zu bytes; "
-                         "direct calls map through %s)",
+                         "%s)",
                          st->n, comm->c_name, st->gpu, gw_coll_team_slot_bytes(m->nvl_team),
-                         gw_coll_ipc_shared() ? "the process's one cache" : "a cache of their own");
+                         all_dl ? "delegated calls on one GPU" : "a GPU per rank");
     setup_free(st);
     m->nvl_setup = NULL;
     m->nvl_state = GW_NVL_READY;

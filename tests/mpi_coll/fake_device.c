@@ -48,6 +48,9 @@
 
 #include "gpuwire/gpu_device.h"
 #include "gpuwire/cuda/reduce.h"
+#include "fake_device.h"
+
+#define fail fake_fail
 
 typedef struct {
     void *dst;
@@ -74,7 +77,7 @@ static struct fake_gpu {
 static bool open_;
 static long staging_lent, scratch_lent;
 
-static int fail(char *why, size_t why_len, const char *msg)
+int fake_fail(char *why, size_t why_len, const char *msg)
 {
     snprintf(why, why_len, "%s", msg);
     return -1;
@@ -370,7 +373,7 @@ void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*
  * once every rank's has come, the call is done (a slot is reused two calls
  * later). team_run starts a call and polls it to the end. The direct form
  * maps nothing. */
-enum { FAKE_TEAM_MAX = 8, FAKE_TEAM_HEAD = 128 };
+enum { FAKE_TEAM_HEAD = 128 };
 
 typedef struct {
     uint32_t magic, rank;
@@ -397,6 +400,7 @@ struct gw_coll_team {
     fake_team_call_t *first, *last; /* started, not finished */
     char *seg[FAKE_TEAM_MAX];       /* every rank's workspace, mine included */
 };
+
 
 static volatile uint64_t *team_counter(char *seg, int which) /* 0 arrived, 1 departed */
 {
@@ -493,6 +497,7 @@ int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *p
 void gw_coll_team_close(gw_coll_team_t *t)
 {
     if (NULL == t) return;
+    fake_board_close(t);
     while (NULL != t->first) {
         fake_team_call_t *c = t->first;
         t->first = c->next;
@@ -644,6 +649,8 @@ bool gw_coll_ipc_shared(void) { return true; }
 
 /* Buffer descriptions and peer mappings: fake_ipc.c. */
 
+bool fake_is_device(const void *p) { return FAKE_HOST != kind_of(p); }
+
 bool gw_coll_team_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
 
 int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
@@ -657,3 +664,7 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 }
 
 void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
+
+bool fake_team_open(const gw_coll_team_t *t) { return t->fd >= 0; }
+int fake_team_rank(const gw_coll_team_t *t) { return t->rank; }
+int fake_team_nranks(const gw_coll_team_t *t) { return t->nranks; }

@@ -200,6 +200,37 @@ GW_CORE_API int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t 
 GW_CORE_API int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
                       size_t why_len);
 
+/* The delegated form, for a team whose ranks all share one GPU (under MPS):
+ * no kernel ever waits for another rank. The ranks share a board (host
+ * memory, gpuwire/cuda/nvlink_board.hpp); each call, numbered alike on
+ * every rank from 1, has an entry there. Each rank posts its buffers'
+ * descriptions; the rank that posts last maps every rank's buffers (the
+ * process's one mapping cache) and launches one kernel for the whole call,
+ * whose stream then marks the entry done for all. */
+/* Whether every rank of the team is on this rank's GPU (after connect). */
+GW_CORE_API bool gw_coll_team_one_gpu(const gw_coll_team_t *t);
+/* Creates (create: one rank, before the others open it) or opens the board
+ * named name (a POSIX shared-memory name). */
+GW_CORE_API int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, bool create, char *why,
+                                        size_t why_len);
+/* Lets the board go where the form is not used (nothing of it may run). */
+GW_CORE_API void gw_coll_team_board_close(gw_coll_team_t *t);
+/* Removes the name once every rank has opened the board. */
+GW_CORE_API void gw_coll_team_board_unlink(const char *name);
+/* Posts call seq: in_desc / out_desc describe this rank's c->in and c->out
+ * (gw_coll_buffer_describe; NULL: this rank cannot take part, and the call
+ * fails on every rank). *launched when this rank was the last and launched
+ * it. 0; 1 when the call's entry is still in use by the call 256 before it
+ * (post again later); -1 with why (the call then fails on every rank). */
+GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll_team_call_t *c,
+                                  const void *in_desc, const void *out_desc, bool *launched,
+                                  char *why, size_t why_len);
+/* *done once call seq has run on every rank's buffers; one load (query:
+ * also ask CUDA whether this rank's stream failed). -1 with why where the
+ * launching rank failed. */
+GW_CORE_API int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool query, bool *done,
+                                         char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif /* GPUWIRE_GPU_DEVICE_H */

@@ -78,6 +78,24 @@ typedef struct {
     int slot;        /* one-shot: 0 or 1 */
 } gw_nvl_call_t;
 
+/* The delegated form (ranks that all share one GPU): one kernel, launched
+ * by whichever rank initiates the call last, does the whole call on every
+ * rank's buffers (in[r] / out[r]: rank r's, as the launching process
+ * addresses them). It waits for nothing: every rank's buffers are ready
+ * before it is launched. Allreduce: each thread reduces its elements of
+ * every input and writes them into every output (reads n x bytes, writes
+ * n x bytes). Bcast: out[root] into every other out. Allgather: in[r] into
+ * out[d] + r x bytes for every d (skipped where that is in[r] itself). */
+typedef struct {
+    gw_nvl_coll_t coll;
+    int op, type;
+    size_t bytes; /* as gw_nvl_call_t */
+    int root;
+    int nranks;
+    const void *in[GW_NVL_MAX_RANKS];
+    void *out[GW_NVL_MAX_RANKS];
+} gw_nvl_all_call_t;
+
 /* Bytes of one rank's flag array. */
 size_t gw_nvl_flags_bytes(void);
 /* Barriers a call uses: 1 for one-shot, 2 for direct. */
@@ -93,6 +111,8 @@ bool gw_nvl_reduce_supported(int op, int type);
 int gw_nvl_launch(const gw_nvl_team_t *team, const gw_nvl_call_t *call, void *stream, char *why,
                   size_t why_len);
 
+/* Enqueues a delegated call's kernel on stream; as gw_nvl_launch. */
+int gw_nvl_launch_all(const gw_nvl_all_call_t *call, void *stream, char *why, size_t why_len);
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,9 @@
 //              cudaDeviceSynchronize).
 //   run()      launches one call and waits for it (no completion signal:
 //              the stream's synchronize is the wait).
+//   launch_all() the delegated form (every rank on this GPU): one kernel
+//              for the whole call on every rank's buffers, then a completion
+//              word written for all ranks (gpu_device_team.cpp's board).
 // A barrier that timed out leaves the flags of the ranks out of step: the
 // team is then broken and every later run() fails at once.
 //
@@ -82,6 +85,13 @@ class NvlTeam {
   // error (a peer that did not arrive in time, a failed stream) breaks the team.
   Result<bool> finished(uint64_t ticket, bool query);
   Status run(gw_nvl_call_t call);
+  // The delegated form: enqueues the whole call's kernel, then the write of
+  // `value` into done_device (a host-mapped word, its device address).
+  Status launch_all(const gw_nvl_all_call_t& call, uint64_t* done_device, uint64_t value);
+  // A failed stream (cudaStreamQuery), else ok; waits for nothing.
+  Status stream_status();
+  // Waits until everything queued on the team's stream has run.
+  Status wait_idle();
 
   int device() const { return device_; }
   int rank() const { return team_.rank; }

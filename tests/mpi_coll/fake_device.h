@@ -1,0 +1,29 @@
+/*
+ * What the simulated GPU's files share (fake_device.c, fake_device_board.c).
+ */
+#ifndef GPUWIRE_TESTS_FAKE_DEVICE_H
+#define GPUWIRE_TESTS_FAKE_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuwire/gpu_device.h"
+
+enum { FAKE_TEAM_MAX = 8 };
+
+/* msg into why; -1. */
+int fake_fail(char *why, size_t why_len, const char *msg);
+/* The simulated team (fake_device.c). */
+bool fake_team_open(const gw_coll_team_t *t);
+int fake_team_rank(const gw_coll_team_t *t);
+int fake_team_nranks(const gw_coll_team_t *t);
+/* The delegated form (fake_device_board.c): whether it is on
+ * (GW_FAKE_NVLINK_DELEGATE), a device buffer's description for it (-1 where
+ * it is off), and the team's board released with the team. */
+bool fake_delegate(void);
+int fake_board_describe(const void *ptr, size_t len, void *desc);
+/* Whether p is memory of the simulated GPU (either kind). */
+bool fake_is_device(const void *p);
+void fake_board_close(gw_coll_team_t *t);
+
+#endif
