@@ -133,7 +133,7 @@ int gw_coll_nvl_setup_start(mca_coll_gpuwire_module_t *m, struct ompi_communicat
     if (st->ok && mca_coll_gpuwire.nvlink_delegate) {
         snprintf(st->board, sizeof(st->board), "/gwnvl-%x-%x-%x",
                  (unsigned)OMPI_PROC_MY_NAME->jobid, (unsigned)st->ids[0],
-                 (unsigned)comm->c_contextid);
+                 (unsigned)gw_comm_cid(comm));
         if (0 == me) {
             char bwhy[256] = "";
             st->dl = 0 == gw_coll_team_board_open(st->team, st->board, true, bwhy, sizeof(bwhy));
