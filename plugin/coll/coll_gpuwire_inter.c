@@ -21,29 +21,6 @@
 #include "coll_gpuwire_dispatch.h"
 #include "coll_gpuwire_entry.h"
 
-/* The regions of this rank's significant buffers. Ireduce: the receiving
- * root (MPI_ROOT) has a receive buffer only, the other ranks of its group
- * (MPI_PROC_NULL) no buffer, the sending group a send buffer only. */
-static void inter_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT])
-{
-    gw_coll_args_t shape = *a;
-    if (GW_COLL_REDUCE == a->id) {
-        if (MPI_PROC_NULL == a->root) {
-            memset(r, 0, sizeof(gw_coll_region_t) * GW_REGION_COUNT);
-            return;
-        }
-        if (MPI_ROOT == a->root) {
-            /* The intra shape of a root reducing in place: the receive
-             * buffer only (copied in too, which is harmless). */
-            shape.root = ompi_comm_rank(a->comm);
-            shape.sbuf = MPI_IN_PLACE;
-        } else {
-            shape.root = -1; /* not this rank */
-        }
-    }
-    gw_coll_regions(&shape, r);
-}
-
 int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *call,
                            ompi_request_t **request)
 {
@@ -52,7 +29,7 @@ int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *c
     gw_coll_region_t r[GW_REGION_COUNT];
     gw_mem_kind_t kind = GW_MEM_HOST;
     if (mca_coll_gpuwire.device_ready) {
-        inter_regions(a, r);
+        gw_coll_regions(a, r); /* inter-communicator shapes included */
         const int rc = gw_coll_classify_regions(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }

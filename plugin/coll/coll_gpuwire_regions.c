@@ -108,6 +108,18 @@ void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT
         }
         break;
     case GW_COLL_REDUCE:
+        /* On an inter-communicator the receiving root (MPI_ROOT) has a
+         * receive buffer only, the rest of its group (MPI_PROC_NULL) none,
+         * the other group a send buffer only. */
+        if (OMPI_COMM_IS_INTER(a->comm)) {
+            if (MPI_ROOT == a->root) span_add(&t, a->dtype, a->count, 0);
+            if (MPI_ROOT != a->root && MPI_PROC_NULL != a->root) {
+                span_add(&s, a->dtype, a->count, 0);
+            }
+            set_region(sr, a->sbuf, &s, GW_STAGE_IN);
+            set_region(rr, a->rbuf, &t, GW_STAGE_OUT);
+            break;
+        }
         /* MPI_IN_PLACE is valid at the root only; the receive buffer is
          * significant at the root only. */
         if (is_root) {
