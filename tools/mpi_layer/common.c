@@ -103,6 +103,7 @@ int gw_stage_end(gw_stage_t *st, int copy_out)
  * (the one that destroys the context) stays where it is without this layer. */
 GW_EXPORT int MPI_Finalize(void)
 {
+    gw_pb_release_all();
     gw_dev_close();
     return GW_PMPI(Finalize);
 }

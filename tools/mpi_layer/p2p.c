@@ -4,8 +4,7 @@
  *
  * Buffered sends copy the data into the attached buffer before they return
  * (pml gpuwire and ob1 alike, MPI_Ibsend included), so the temporary ends with
- * the call. MPI_Bsend_init would copy at every MPI_Start, when the temporary is
- * gone: it is refused on device memory.
+ * the call. MPI_Bsend_init copies at every MPI_Start: bsend_init.c.
  *
  * The attached buffer itself is written by Open MPI with the CPU: a device
  * buffer given to MPI_Buffer_attach is replaced by host memory of the same
@@ -144,15 +143,4 @@ GW_EXPORT int MPI_Buffer_detach(void *buffer_addr, int *size)
     }
     pthread_mutex_unlock(&gw_attached.lock);
     return rc;
-}
-
-GW_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype type, int dest, int tag,
-                             MPI_Comm comm, MPI_Request *request)
-{
-    int dev = gw_is_device(buf);
-    if (dev < 0) return MPI_ERR_BUFFER;
-    if (!dev) return GW_PMPI(Bsend_init, buf, count, type, dest, tag, comm, request);
-    return gw_error(MPI_ERR_BUFFER, "MPI_Bsend_init",
-                    "not supported (each MPI_Start copies with the CPU): use MPI_Bsend, or "
-                    "MPI_Send_init, which pml gpuwire carries");
 }
