@@ -11,7 +11,7 @@
 # default against the best forced algorithm; rows above 1.05 are flagged.
 # Three files in <out dir>, kept up to date after each collective (the GPU
 # machine returns at most 8 files):
-#   select_table.txt     every np's rows (for plugin/coll/select_table.txt)
+#   select_table.txt     every np's rows (for ucx_glue/coll/select/select_table.txt)
 #   select_report.md     the reports, each np's after its last collective
 #   select_runs.tar.gz   every run's output and exit status (rc=N), the tables
 # Environment: SEL_R (3), SEL_TIMEOUT (seconds per run, 90), SEL_COLLS (the

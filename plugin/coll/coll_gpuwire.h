@@ -20,7 +20,7 @@
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
 #include "gpuwire/core.h"
-#include "gpuwire_select.h"
+#include "gpuwire/coll_select.h"
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/base/base.h"

@@ -1,10 +1,10 @@
 /*
  * The selection table in coll gpuwire: which algorithm a blocking collective
  * on device buffers runs, from the table measured for the communicator's
- * topology (plugin/common/gpuwire_select.h; docs/coll.md, "Selection
+ * topology (the core's gpuwire/coll_select.h; docs/coll.md, "Selection
  * table").
  *
- *   the shipped table         plugin/coll/select_table.txt, compiled in
+ *   the shipped table         ucx_glue/coll/select/select_table.txt, compiled in
  *   coll_gpuwire_select_file  a table measured by the user (ci/gpu_coll_select.sh),
  *                             read instead; a malformed one: one line naming
  *                             file:line, and the shipped table stays
@@ -28,7 +28,6 @@
 
 #include "coll_gpuwire_dispatch.h"
 #include "coll_gpuwire_nvlink.h"
-#include "gpuwire_select_shipped.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/proc/proc.h"
 #include "opal/mca/base/mca_base_var.h"
@@ -71,7 +70,7 @@ void gw_coll_select_register(const mca_base_component_t *c)
 
     char err[512];
     gw_sel_free(&table);
-    if (0 != gw_sel_parse(gw_sel_shipped_text, "shipped", &table, err, sizeof(err))) {
+    if (0 != gw_sel_load_shipped(&table, err, sizeof(err))) {
         /* The build checks the shipped table (gpuwire_unit_select): never here. */
         opal_output(0, "coll:gpuwire: selection table %s; the built-in rules apply", err);
     }

@@ -6,25 +6,25 @@
 // for every rank count on this node.
 #include <cstdlib>
 
-#include "gpuwire_select.h"
-#include "gpuwire_select_shipped.h"
+#include "gpuwire/coll_select.h"
 #include "probes.hpp"
 
 namespace gpuwire::info {
 
 SelectReport probe_select(int gpus) {
   SelectReport s;
-  gw_sel_table_t t{};
+  gw::SelTable t;
   char err[512] = "";
-  if (gw_sel_parse(gw_sel_shipped_text, "shipped", &t, err, sizeof(err)) != 0) s.error = err;
+  if (gw_sel_load_shipped(t.get(), err, sizeof(err)) != 0) s.error = err;
   const char* file = std::getenv("OMPI_MCA_coll_gpuwire_select_file");
-  if (file != nullptr && *file != '\0' && gw_sel_load_file(file, &t, err, sizeof(err)) != 0) {
+  if (file != nullptr && *file != '\0' &&
+      gw_sel_load_file(file, t.get(), err, sizeof(err)) != 0) {
     s.error = std::string(err) + " (the shipped table applies)";
   }
-  s.source = t.source;
+  s.source = t->source;
   s.gpus = gpus > 0 ? gpus : 1;
-  for (size_t i = 0; i < t.n; ++i) {
-    const gw_sel_row_t& r = t.rows[i];
+  for (size_t i = 0; i < t->n; ++i) {
+    const gw_sel_row_t& r = t->rows[i];
     char buf[160];
     gw_sel_format_row(&r, buf, sizeof(buf));
     // One node of this machine: a row applies when its nodes and gpn fit
@@ -37,7 +37,6 @@ SelectReport probe_select(int gpus) {
     s.rows.push_back(buf);
     s.applies.push_back(here);
   }
-  gw_sel_free(&t);
   return s;
 }
 

@@ -1,14 +1,13 @@
-// The selection table of coll gpuwire (plugin/common/gpuwire_select.h):
-// parsing, lookup, what a user parameter takes out of its hands, malformed
-// input, and the shipped table itself.
+// The selection table of coll gpuwire (gpuwire/coll_select.h, in the
+// collective engine): parsing, lookup, what a user parameter takes out of its
+// hands, malformed input, and the shipped table itself.
 #include "gw_catch.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "gpuwire_select.h"
-#include "gpuwire_select_shipped.h"
+#include "gpuwire/coll_select.h"
 
 namespace {
 
@@ -23,8 +22,8 @@ const char *const kTable =
     "reduce    2 1 2 1 2 1   0   *    device\n";
 
 struct Table {
-    gw_sel_table_t t{};
-    ~Table() { gw_sel_free(&t); }
+    gw::SelTable owner;
+    gw_sel_table_t &t = *owner.get();
 };
 
 gw_sel_key_t key(int ranks, int nodes, int ppn, int gpn, int rpg, int nvlink)
@@ -124,6 +123,56 @@ TEST_CASE("a malformed table: one line naming file:line and the fix, table uncha
     }
 }
 
+TEST_CASE("fields at their limits: signs, suffixes, overflow, long lines, many rows", "[select]")
+{
+    Table t;
+    char err[256] = "";
+    // A count reads as strtol would: one sign; a byte count: digits only.
+    REQUIRE(gw_sel_parse("bcast +2 -0 1073741824 * * 0 1k 2g chain\n", "t", &t.t, err,
+                         sizeof(err)) == 0);
+    REQUIRE(t.t.n == 1);
+    CHECK(t.t.rows[0].ranks == 2);
+    CHECK(t.t.rows[0].nodes == 0);
+    CHECK(t.t.rows[0].ppn == (1 << 30));
+    CHECK(t.t.rows[0].lo == 1024);
+    CHECK(t.t.rows[0].hi == (2ull << 30));
+    struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"bcast 1073741825 * * * * * 0 * chain", "t:1: ranks '1073741825' is not a count"},
+        {"bcast +-2 * * * * * 0 * chain", "t:1: ranks '+-2' is not a count"},
+        {"bcast -1 * * * * * 0 * chain", "t:1: ranks '-1' is not a count"},
+        {"bcast 0x10 * * * * * 0 * chain", "t:1: ranks '0x10' is not a count"},
+        {"bcast * * * * * * +1 * chain", "t:1: bytes '+1' '*' are not byte counts"},
+        {"bcast * * * * * * 0 17179869184G chain",
+         "t:1: bytes '0' '17179869184G' are not byte counts"},
+        {"bcast * * * * * * 0 18446744073709551616 chain", "t:1: bytes '0' '1844674407"},
+        {"bcast * * * * * * 0 1KK chain", "t:1: bytes '0' '1KK' are not byte counts"},
+    };
+    for (const auto &b : bad) {
+        INFO(b.text);
+        CHECK(gw_sel_parse(b.text, "t", &t.t, err, sizeof(err)) == -1);
+        CHECK(std::string(err).rfind(b.expect, 0) == 0);
+    }
+    // A line of 512 characters or more, even a comment, is refused.
+    const std::string long_line = "\n#" + std::string(511, 'x') + "\n";
+    CHECK(gw_sel_parse(long_line.c_str(), "t", &t.t, err, sizeof(err)) == -1);
+    CHECK(std::string(err) == "t:2: line too long; keep rows under 512 characters");
+    // 4096 rows parse; a 4097th of 10 fields is refused, whatever they hold.
+    std::string rows;
+    for (int i = 0; i < 4096; ++i) rows += "bcast * * * * * * 0 * device\n";
+    CHECK(gw_sel_parse(rows.c_str(), "many", &t.t, err, sizeof(err)) == 0);
+    CHECK(t.t.n == 4096);
+    rows += "bogus * * * * * * 0 * device\n";
+    CHECK(gw_sel_parse(rows.c_str(), "more", &t.t, err, sizeof(err)) == -1);
+    CHECK(std::string(err) == "more:4097: more than 4096 rows; merge adjacent sizes into ranges");
+    CHECK(t.t.n == 4096);
+    // An error buffer too small for the line: cut, still a string.
+    char small[8];
+    CHECK(gw_sel_parse("x", "t", &t.t, small, sizeof(small)) == -1);
+    CHECK(std::string(small) == "t:1: no");
+}
+
 TEST_CASE("a file: read, or an error naming it", "[select]")
 {
     Table t;
@@ -183,5 +232,6 @@ TEST_CASE("the shipped table parses", "[select]")
     Table t;
     char err[256] = "";
     INFO(err);
-    CHECK(gw_sel_parse(gw_sel_shipped_text, "shipped", &t.t, err, sizeof(err)) == 0);
+    CHECK(gw_sel_load_shipped(&t.t, err, sizeof(err)) == 0);
+    CHECK(std::string(t.t.source) == "shipped");
 }
