@@ -1,7 +1,7 @@
 /*
  * What every gpuwire component's register function does first, before it
  * touches any Open MPI structure: refuse a running Open MPI of another
- * major.minor (gpuwire_version.h) and pin the library in memory
+ * major.minor (the core's gpuwire/ompi_version.h) and pin the library in memory
  * (gpuwire_pin.h). Inline, so each component compiles it with the release
  * numbers it was built for (the refusal test builds a copy claiming another).
  */
@@ -13,7 +13,7 @@
 #include "gpuwire_compat.h"
 #include "gpuwire_help.h"
 #include "gpuwire_pin.h"
-#include "gpuwire_version.h"
+#include "gpuwire/ompi_version.h"
 #include "opal/util/output.h"
 
 /* Returns 0 to go on; otherwise it has printed one line and the component

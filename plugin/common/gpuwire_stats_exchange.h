@@ -1,6 +1,6 @@
 /*
  * Brings one row of counters from every process of the job to process 0,
- * which prints them as one table (gpuwire_stats_table.h), at finalize.
+ * which prints them as one table (the core's gpuwire/stats_table.h), at finalize.
  *
  * The rows travel through the runtime's key-value store (PMIx), not through
  * the engine: each process publishes its row, a job-wide fence that collects
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 
 #include "gpuwire_compat.h"
-#include "gpuwire_stats_table.h"
+#include "gpuwire/stats_table.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 

@@ -1,6 +1,6 @@
-// The Open MPI library version string (plugin/common: gw_parse_ompi_version),
-// and the refusal line built from it (gw_version_compare) into a caller's
-// buffer of any size.
+// The Open MPI library version string (gpuwire/ompi_version.h:
+// gw_parse_ompi_version), and the refusal line built from it
+// (gw_version_compare) into a caller's buffer of any size.
 //
 // Input: the first byte picks the size of the refusal buffer (0-255); the
 // rest, NUL-terminated, is the version string.
@@ -10,9 +10,7 @@
 
 #include "fuzz_target.hpp"
 
-extern "C" {
-#include "gpuwire_version.h"
-}
+#include "gpuwire/ompi_version.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;

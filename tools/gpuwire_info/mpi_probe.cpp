@@ -13,9 +13,7 @@
 #include <cstring>
 #include <string>
 
-extern "C" {
-#include "gpuwire_version.h"
-}
+#include "gpuwire/ompi_version.h"
 #include "probes.hpp"
 
 #ifndef GW_INFO_OMPI_MAJOR

@@ -5,9 +5,7 @@
 #include <cstring>
 #include <string>
 
-extern "C" {
-#include "gpuwire_version.h"
-}
+#include "gpuwire/ompi_version.h"
 
 TEST_CASE("the library version string is parsed", "[version]")
 {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gpuwire_stats_table.h"
+#include "gpuwire/stats_table.h"
 
 namespace {
 

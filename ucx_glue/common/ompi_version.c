@@ -1,4 +1,5 @@
-#include "gpuwire_version.h"
+/* The running Open MPI against the one built for (gpuwire/ompi_version.h). */
+#include "gpuwire/ompi_version.h"
 
 #include <stdio.h>
 #include <string.h>

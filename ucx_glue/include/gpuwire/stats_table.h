@@ -3,9 +3,11 @@
  * coll_gpuwire_stats): every process contributes one row of counters, one
  * process prints them all.
  *
- * This part knows nothing of Open MPI: it packs a row into the blob each
- * process publishes, unpacks it on the printing side and formats the table.
- * gpuwire_stats_exchange.h moves the blobs.
+ * This part knows nothing of Open MPI, so it lives in the core
+ * (ucx_glue/common): it packs a row into the blob each process publishes,
+ * unpacks it on the printing side and formats the table. The components'
+ * plugin/common/gpuwire_stats_exchange.h moves the blobs through the
+ * runtime.
  *
  * Table layout (columns right-aligned, widths fitted to the numbers):
  *
@@ -24,27 +26,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpuwire/core.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Bytes of the blob that carries ncols counters. */
-size_t gw_stats_blob_size(size_t ncols);
+GW_CORE_API size_t gw_stats_blob_size(size_t ncols);
 
 /* Writes ncols counters into blob (gw_stats_blob_size(ncols) bytes). */
-void gw_stats_blob_pack(void *blob, const uint64_t *values, size_t ncols);
+GW_CORE_API void gw_stats_blob_pack(void *blob, const uint64_t *values, size_t ncols);
 
 /* Reads a blob written by gw_stats_blob_pack with the same ncols; returns 0,
  * or -1 (values untouched) when size or contents do not match. */
-int gw_stats_blob_unpack(const void *blob, size_t size, uint64_t *values, size_t ncols);
+GW_CORE_API int gw_stats_blob_unpack(const void *blob, size_t size, uint64_t *values,
+                                     size_t ncols);
 
 /* Formats the table. values holds nrows x ncols counters, row by row;
  * present[r] == 0 marks a process that published nothing (shown as "-",
  * left out of min, max and total). legend may be NULL. Returns a malloc'ed
  * string ending in a newline, or NULL when memory runs out. */
-char *gw_stats_table_format(const char *title, const char *const *columns, size_t ncols,
-                            const uint64_t *values, const unsigned char *present, size_t nrows,
-                            size_t max_rows, const char *legend);
+GW_CORE_API char *gw_stats_table_format(const char *title, const char *const *columns,
+                                        size_t ncols, const uint64_t *values,
+                                        const unsigned char *present, size_t nrows,
+                                        size_t max_rows, const char *legend);
 
 #ifdef __cplusplus
 }
