@@ -221,6 +221,9 @@ typedef struct {
 extern gw_osc_component_t mca_osc_gpuwire_component;
 
 /* osc_gpuwire_comm.c */
+/* A PMPI_ or ompi_ call that osc gpuwire needs the answer of failed: one
+ * line naming it; returns rc (an MPI error code) for the caller to hand on. */
+int gw_osc_call_failed(const char *call, int rc);
 int gw_osc_progress(void);
 int gw_osc_poll(gw_osc_module_t *m);
 int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void *blocks,

@@ -56,7 +56,11 @@ static int combine(char *dst, const char *src, size_t len, MPI_Datatype type, MP
     if (op == MPI_NO_OP) return 0;
     if (op == MPI_REPLACE) return copy_in(dst, src, len, gpu);
     int tsize = 0;
-    PMPI_Type_size(type, &tsize);
+    int rc = PMPI_Type_size(type, &tsize);
+    if (rc != MPI_SUCCESS) {
+        (void)gw_osc_call_failed("PMPI_Type_size", rc);
+        return -1;
+    }
     if (tsize <= 0 || len % tsize) return -1;
     char *host = dst;
     if (gpu >= 0) {
@@ -69,7 +73,8 @@ static int combine(char *dst, const char *src, size_t len, MPI_Datatype type, MP
             return -1;
         }
     }
-    int rc = PMPI_Reduce_local(src, host, (int)(len / tsize), type, op);
+    rc = PMPI_Reduce_local(src, host, (int)(len / tsize), type, op);
+    if (rc != MPI_SUCCESS) (void)gw_osc_call_failed("PMPI_Reduce_local", rc);
     if (gpu >= 0) {
         if (rc == MPI_SUCCESS && gw_osc_dev_copy(dst, host, len, gpu) != 0) rc = MPI_ERR_OTHER;
         free(host);

@@ -22,11 +22,23 @@ static void msg_construct(gw_osc_msg_t *msg)
 
 static void msg_destruct(gw_osc_msg_t *msg)
 {
-    if (msg->req != NULL) ompi_request_free(&msg->req);
+    /* Completed before it is released (gw_osc_wait_sends, gw_osc_poll):
+     * freeing a complete request cannot fail. */
+    if (msg->req != NULL) (void)ompi_request_free(&msg->req);
     free(msg->buf);
 }
 
 OBJ_CLASS_INSTANCE(gw_osc_msg_t, opal_list_item_t, msg_construct, msg_destruct);
+
+int gw_osc_call_failed(const char *call, int rc)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (PMPI_Error_string(rc, text, &len) != MPI_SUCCESS) text[0] = '\0';
+    opal_output(0, "osc:gpuwire: %s failed: %s (%d); the operation is not done", call,
+                text[0] ? text : "unknown error", rc);
+    return rc;
+}
 OBJ_CLASS_INSTANCE(gw_osc_pending_t, opal_list_item_t, NULL, NULL);
 
 /* Caller holds m->lock. The message is copied: the caller's buffers are
@@ -124,8 +136,16 @@ int gw_osc_poll(gw_osc_module_t *m)
         ompi_status_public_t status;
         int rc = MCA_PML_CALL(improbe(MPI_ANY_SOURCE, GW_OSC_TAG, m->comm, &matched, &message,
                                       &status));
-        if (rc != OMPI_SUCCESS || !matched) break;
+        if (rc != OMPI_SUCCESS) {
+            opal_output(0, "osc:gpuwire: probe for window messages failed (%d)", rc);
+            break;
+        }
+        if (!matched) break;
         gw_osc_msg_t *msg = OBJ_NEW(gw_osc_msg_t);
+        if (msg == NULL) {
+            opal_output(0, "osc:gpuwire: out of memory receiving a window message");
+            abort();
+        }
         msg->len = status._ucount;
         msg->buf = malloc(msg->len ? msg->len : 1);
         msg->peer = status.MPI_SOURCE;
@@ -147,13 +167,23 @@ int gw_osc_poll(gw_osc_module_t *m)
         gw_osc_msg_t *msg = (gw_osc_msg_t *)opal_list_get_first(&m->incoming);
         if (!REQUEST_COMPLETE(msg->req)) break;
         opal_list_remove_first(&m->incoming);
-        handle(m, msg->peer, msg->buf, msg->len);
+        const int err = msg->req->req_status.MPI_ERROR;
+        if (err != MPI_SUCCESS) {
+            /* Its bytes are not all there: applying them would corrupt the window. */
+            opal_output(0, "osc:gpuwire: receive of %zu bytes from rank %d failed (%d); dropped",
+                        msg->len, msg->peer, err);
+        } else {
+            handle(m, msg->peer, msg->buf, msg->len);
+        }
         OBJ_RELEASE(msg);
         work++;
     }
     gw_osc_msg_t *msg, *next;
     OPAL_LIST_FOREACH_SAFE(msg, next, &m->outgoing, gw_osc_msg_t) {
         if (REQUEST_COMPLETE(msg->req)) {
+            if (msg->req->req_status.MPI_ERROR != MPI_SUCCESS)
+                opal_output(0, "osc:gpuwire: send of %zu bytes to rank %d failed (%d)", msg->len,
+                            msg->peer, msg->req->req_status.MPI_ERROR);
             opal_list_remove_item(&m->outgoing, &msg->super);
             OBJ_RELEASE(msg);
             work++;

@@ -158,7 +158,11 @@ static int type_id(MPI_Datatype t)
                         MPI_UNSIGNED_LONG_LONG, MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T,
                         MPI_UINT64_T};
     int size = 0;
-    PMPI_Type_size(t, &size);
+    int rc = PMPI_Type_size(t, &size);
+    if (rc != MPI_SUCCESS) {
+        opal_output(0, "osc:gpuwire: PMPI_Type_size failed (%d); reduced on the host", rc);
+        return -1; /* as for a type without a kernel */
+    }
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
         if (s[i] == t && size >= 1 && size <= 8) return sints[size - 1];
     }

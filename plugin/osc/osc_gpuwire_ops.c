@@ -73,30 +73,51 @@ static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_
     return OMPI_SUCCESS;
 }
 
-/* The predefined type a datatype is made of (accumulates allow one). */
-static MPI_Datatype element_type(MPI_Datatype dt)
+/* The predefined type a datatype is made of (accumulates allow one) in *el;
+ * MPI_DATATYPE_NULL when it has none. Returns an MPI error code. */
+static int element_type(MPI_Datatype dt, MPI_Datatype *el)
 {
-    if (ompi_datatype_is_predefined(dt)) return dt;
+    *el = MPI_DATATYPE_NULL;
+    if (ompi_datatype_is_predefined(dt)) {
+        *el = dt;
+        return MPI_SUCCESS;
+    }
     int ni, na, nd, combiner;
-    PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
-    if (combiner == MPI_COMBINER_NAMED) return dt;
+    int rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Type_get_envelope", rc);
+    if (combiner == MPI_COMBINER_NAMED) {
+        *el = dt;
+        return MPI_SUCCESS;
+    }
+    if (nd <= 0) return MPI_SUCCESS;
     int *ints = malloc((ni + 1) * sizeof(int));
     MPI_Aint *aints = malloc((na + 1) * sizeof(MPI_Aint));
-    MPI_Datatype *dts = malloc((nd + 1) * sizeof(MPI_Datatype));
-    MPI_Datatype inner = MPI_DATATYPE_NULL, result = MPI_DATATYPE_NULL;
-    if (ints && aints && dts && nd > 0 &&
-        PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, dts) == MPI_SUCCESS) {
-        inner = dts[0];
-        result = element_type(inner);
+    MPI_Datatype *dts = malloc(nd * sizeof(MPI_Datatype));
+    if (ints == NULL || aints == NULL || dts == NULL) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    } else if ((rc = PMPI_Type_get_contents(dt, ni, na, nd, ints, aints, dts)) != MPI_SUCCESS) {
+        rc = gw_osc_call_failed("PMPI_Type_get_contents", rc);
+    } else {
+        rc = element_type(dts[0], el);
+        /* The derived types among dts are new handles of ours. (Own
+         * variables: nd bounds this loop.) */
         for (int i = 0; i < nd; i++) {
-            PMPI_Type_get_envelope(dts[i], &ni, &na, &nd, &combiner);
-            if (combiner != MPI_COMBINER_NAMED) PMPI_Type_free(&dts[i]);
+            int ni_i, na_i, nd_i, comb_i;
+            int frc = PMPI_Type_get_envelope(dts[i], &ni_i, &na_i, &nd_i, &comb_i);
+            if (frc != MPI_SUCCESS) {
+                frc = gw_osc_call_failed("PMPI_Type_get_envelope", frc);
+            } else if (comb_i != MPI_COMBINER_NAMED &&
+                       (frc = PMPI_Type_free(&dts[i])) != MPI_SUCCESS) {
+                frc = gw_osc_call_failed("PMPI_Type_free", frc);
+            }
+            if (rc == MPI_SUCCESS) rc = frc;
         }
     }
     free(ints);
     free(aints);
     free(dts);
-    return result;
+    if (rc != MPI_SUCCESS) *el = MPI_DATATYPE_NULL;
+    return rc;
 }
 
 /* Where count x dt at addr lies: from its first byte (addr + true lower
@@ -110,16 +131,19 @@ typedef struct {
     int gpu;
 } gw_osc_layout_t;
 
-static void layout_of(const void *addr, int count, ompi_datatype_t *dt, gw_osc_layout_t *l)
+static int layout_of(const void *addr, int count, ompi_datatype_t *dt, gw_osc_layout_t *l)
 {
     MPI_Aint lb, extent, textent;
-    PMPI_Type_get_extent(dt, &lb, &extent);
-    PMPI_Type_get_true_extent(dt, &l->tlb, &textent);
+    int rc = PMPI_Type_get_extent(dt, &lb, &extent);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Type_get_extent", rc);
+    rc = PMPI_Type_get_true_extent(dt, &l->tlb, &textent);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Type_get_true_extent", rc);
     l->first = (char *)addr + l->tlb;
     l->span = (size_t)(count - 1) * extent + textent;
     l->contig = (size_t)textent == dt->super.size &&
                 ((size_t)extent == dt->super.size || count == 1);
     l->gpu = gw_osc_dev_where(l->first, l->span);
+    return MPI_SUCCESS;
 }
 
 /* Host bytes of count x dt at addr, packed. *tmp is set when memory was
@@ -131,7 +155,8 @@ static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t 
     *packed = NULL;
     if (bytes == 0) return OMPI_SUCCESS;
     gw_osc_layout_t l;
-    layout_of(addr, count, dt, &l);
+    int rc = layout_of(addr, count, dt, &l);
+    if (rc != MPI_SUCCESS) return rc;
     const char *src = l.first;
     if (l.gpu < 0 && l.contig) {
         *packed = src;
@@ -153,11 +178,13 @@ static int pack_origin(const void *addr, int count, ompi_datatype_t *dt, size_t 
     }
     char *out = malloc(bytes);
     int pos = 0;
-    if (out == NULL ||
-        PMPI_Pack(src - l.tlb, count, dt, out, (int)bytes, &pos, MPI_COMM_SELF) != MPI_SUCCESS) {
+    rc = out == NULL ? OMPI_ERR_OUT_OF_RESOURCE
+                     : PMPI_Pack(src - l.tlb, count, dt, out, (int)bytes, &pos, MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) {
+        if (out != NULL) rc = gw_osc_call_failed("PMPI_Pack", rc);
         free(out);
         free(staged);
-        return OMPI_ERROR;
+        return rc;
     }
     free(staged);
     *packed = *tmp = out;
@@ -170,7 +197,8 @@ static int unpack_result(const char *bytes_in, size_t bytes, void *addr, int cou
 {
     if (bytes == 0) return OMPI_SUCCESS;
     gw_osc_layout_t l;
-    layout_of(addr, count, dt, &l);
+    int rc = layout_of(addr, count, dt, &l);
+    if (rc != MPI_SUCCESS) return rc;
     char *dst = l.first;
     if (l.contig) {
         size_t len = bytes < l.span ? bytes : l.span;
@@ -190,7 +218,8 @@ static int unpack_result(const char *bytes_in, size_t bytes, void *addr, int cou
         }
     }
     int pos = 0;
-    int rc = PMPI_Unpack(bytes_in, (int)bytes, &pos, host - l.tlb, count, dt, MPI_COMM_SELF);
+    rc = PMPI_Unpack(bytes_in, (int)bytes, &pos, host - l.tlb, count, dt, MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) rc = gw_osc_call_failed("PMPI_Unpack", rc);
     if (l.gpu >= 0) {
         if (rc == MPI_SUCCESS && gw_osc_dev_copy(dst, host, l.span, l.gpu) != 0)
             rc = MPI_ERR_OTHER;
@@ -202,12 +231,15 @@ static int unpack_result(const char *bytes_in, size_t bytes, void *addr, int cou
 static int greq_query(void *extra, MPI_Status *status)
 {
     (void)extra;
-    PMPI_Status_set_elements(status, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(status, 0);
+    int rc = PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Status_set_elements", rc);
+    rc = PMPI_Status_set_cancelled(status, 0);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Status_set_cancelled", rc);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
     return MPI_SUCCESS;
 }
+
 static int greq_free(void *extra)
 {
     (void)extra;
@@ -218,6 +250,27 @@ static int greq_cancel(void *extra, int complete)
     (void)extra;
     (void)complete;
     return MPI_SUCCESS;
+}
+
+/* The request of an R* operation: a generalized request that
+ * greq_complete() completes. */
+static int greq_start(ompi_request_t **request)
+{
+    int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, request);
+    return rc == MPI_SUCCESS ? rc : gw_osc_call_failed("PMPI_Grequest_start", rc);
+}
+
+static int greq_complete(ompi_request_t *request)
+{
+    int rc = PMPI_Grequest_complete(request);
+    return rc == MPI_SUCCESS ? rc : gw_osc_call_failed("PMPI_Grequest_complete", rc);
+}
+
+/* An R* operation that is done at once. */
+static int greq_done(ompi_request_t **request)
+{
+    int rc = greq_start(request);
+    return rc == MPI_SUCCESS ? greq_complete(*request) : rc;
 }
 
 typedef struct {
@@ -241,11 +294,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
 {
     gw_osc_module_t *m = GW_OSC(win);
     if (c->target == MPI_PROC_NULL) {
-        if (c->request) {
-            PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
-            PMPI_Grequest_complete(*c->request);
-        }
-        return OMPI_SUCCESS;
+        return c->request ? greq_done(c->request) : OMPI_SUCCESS;
     }
     if (c->target < 0 || c->target >= m->size) return OMPI_ERR_RMA_RANGE;
     if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
@@ -254,10 +303,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         if (gw_osc_direct_rma(m, put, put ? (void *)c->oaddr : c->raddr,
                               put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
                               c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
-            if (c->request && drc == OMPI_SUCCESS) {
-                PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
-                PMPI_Grequest_complete(*c->request);
-            }
+            if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
             return drc;
         }
     }
@@ -268,10 +314,11 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     if (rc != OMPI_SUCCESS) return rc;
     h.bytes = tbytes;
     if (c->op != NULL || c->kind == GW_OSC_CAS) {
-        MPI_Datatype el = element_type(c->tdt);
-        if (el == MPI_DATATYPE_NULL) {
+        MPI_Datatype el;
+        rc = element_type(c->tdt, &el);
+        if (rc != MPI_SUCCESS || el == MPI_DATATYPE_NULL) {
             free(blocks);
-            return OMPI_ERR_BAD_PARAM;
+            return rc != MPI_SUCCESS ? rc : OMPI_ERR_BAD_PARAM;
         }
         h.type = PMPI_Type_c2f(el);
         h.op = c->op ? PMPI_Op_c2f(c->op) : 0;
@@ -289,15 +336,15 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
             return OMPI_ERR_BAD_PARAM;
         }
         const void *p1, *p2;
-        void *t1, *t2;
+        void *t1 = NULL, *t2 = NULL;
         rc = pack_origin(c->oaddr, 1, c->tdt, sz, &p1, &t1);
         if (rc == OMPI_SUCCESS) rc = pack_origin(c->compare, 1, c->tdt, sz, &p2, &t2);
         if (rc == OMPI_SUCCESS) {
             memcpy(cas, p1, sz);
             memcpy(cas + sz, p2, sz);
-            free(t1);
-            free(t2);
         }
+        free(t1); /* (also when only the compare value failed) */
+        free(t2);
         payload = cas;
         plen = 2 * sz;
     } else if (c->kind == GW_OSC_ACC && c->request == NULL &&
@@ -319,8 +366,10 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         free(blocks);
         return rc;
     }
-    if (c->request) {
-        PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, c->request);
+    if (c->request && (rc = greq_start(c->request)) != MPI_SUCCESS) {
+        free(tmp);
+        free(blocks);
+        return rc;
     }
     opal_mutex_lock(&m->lock);
     if (c->kind == GW_OSC_GET || c->kind == GW_OSC_GACC || c->kind == GW_OSC_CAS) {
@@ -349,7 +398,8 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     if (c->request && c->kind != GW_OSC_GET && c->kind != GW_OSC_GACC &&
         c->kind != GW_OSC_CAS) {
         /* Sent from a copy: the origin buffer is free again. */
-        PMPI_Grequest_complete(*c->request);
+        int crc = greq_complete(*c->request);
+        if (rc == OMPI_SUCCESS) rc = crc;
     }
     free(tmp);
     free(blocks);
@@ -367,7 +417,7 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body)
                         p->addr);
         }
         opal_list_remove_item(&m->pending, &p->super);
-        if (p->greq) PMPI_Grequest_complete(p->greq);
+        if (p->greq) (void)greq_complete(p->greq); /* (a failure has its line) */
         OBJ_RELEASE(p);
         return;
     }

@@ -162,10 +162,12 @@ int gw_osc_post(ompi_group_t *group, int assert, ompi_win_t *win)
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->npost; i++) {
         m->complete_want[m->post_ranks[i]] = UINT64_MAX;
-        gw_osc_send_ctl(m, m->post_ranks[i], GW_OSC_POST, 0, 0);
+        /* (a failed send has its line; the origin would wait for it) */
+        int src = gw_osc_send_ctl(m, m->post_ranks[i], GW_OSC_POST, 0, 0);
+        if (rc == OMPI_SUCCESS) rc = src;
     }
     opal_mutex_unlock(&m->lock);
-    return OMPI_SUCCESS;
+    return rc;
 }
 
 int gw_osc_start(ompi_group_t *group, int assert, ompi_win_t *win)
@@ -189,7 +191,8 @@ int gw_osc_complete(ompi_win_t *win)
     opal_mutex_lock(&m->lock);
     for (int i = 0; i < m->nstart; i++) {
         int t = m->start_ranks[i];
-        gw_osc_send_ctl(m, t, GW_OSC_COMPLETE, 0, m->sent[t]);
+        int src = gw_osc_send_ctl(m, t, GW_OSC_COMPLETE, 0, m->sent[t]);
+        if (rc == OMPI_SUCCESS) rc = src;
     }
     opal_mutex_unlock(&m->lock);
     gw_osc_wait_pending(m);

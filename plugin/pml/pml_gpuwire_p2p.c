@@ -216,16 +216,35 @@ static void probe_status(const gw_probe_info_t *info, ompi_status_public_t *stat
     status->_cancelled = 0;
 }
 
+/* A probe for one process that failed (peer failure detection on) and of
+ * which nothing waits: no message of it will ever match. The error a receive
+ * posted for it gets, and one line. */
+static int probe_gone(const char *call, int src, ompi_communicator_t *comm,
+                      ompi_status_public_t *status)
+{
+    int err = mca_pml_gpuwire_mpi_error(GW_ERR_UNREACHABLE);
+    opal_output(0, "pml:gpuwire: %s for rank %d of %s failed: that process failed and "
+                "no message of it waits (%s)", call, src, comm->c_name,
+                gw_status_string(GW_ERR_UNREACHABLE));
+    if (MPI_STATUS_IGNORE != status) {
+        status->MPI_SOURCE = src;
+        status->MPI_ERROR = err;
+    }
+    return err;
+}
+
 int mca_pml_gpuwire_iprobe(int src, int tag, ompi_communicator_t *comm, int *matched,
                            ompi_status_public_t *status)
 {
     gw_probe_info_t info;
     gw_engine_t *e = mca_pml_gpuwire.engine;
-    *matched = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
-    if (!*matched) {
+    int rc = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
+    if (0 == rc) {
         opal_progress();
-        *matched = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
+        rc = gw_iprobe(e, gw_comm_cid(comm), src, tag, &info);
     }
+    *matched = rc > 0;
+    if (OPAL_UNLIKELY(rc < 0)) return probe_gone("MPI_Iprobe", src, comm, status);
     if (*matched) probe_status(&info, status);
     return OMPI_SUCCESS;
 }
@@ -233,9 +252,11 @@ int mca_pml_gpuwire_iprobe(int src, int tag, ompi_communicator_t *comm, int *mat
 int mca_pml_gpuwire_probe(int src, int tag, ompi_communicator_t *comm, ompi_status_public_t *status)
 {
     gw_probe_info_t info;
-    while (!gw_iprobe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info)) {
+    int rc;
+    while (0 == (rc = gw_iprobe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info))) {
         opal_progress();
     }
+    if (OPAL_UNLIKELY(rc < 0)) return probe_gone("MPI_Probe", src, comm, status);
     probe_status(&info, status);
     return OMPI_SUCCESS;
 }
@@ -258,11 +279,13 @@ int mca_pml_gpuwire_improbe(int src, int tag, ompi_communicator_t *comm, int *ma
     gw_probe_info_t info;
     gw_message_t *m = NULL;
     gw_engine_t *e = mca_pml_gpuwire.engine;
-    *matched = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
-    if (!*matched) {
+    int rc = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
+    if (0 == rc) {
         opal_progress();
-        *matched = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
+        rc = gw_improbe(e, gw_comm_cid(comm), src, tag, &info, &m);
     }
+    *matched = rc > 0;
+    if (OPAL_UNLIKELY(rc < 0)) return probe_gone("MPI_Improbe", src, comm, status);
     if (!*matched) return OMPI_SUCCESS;
     *message = make_message(comm, m, &info);
     if (NULL == *message) return OMPI_ERR_OUT_OF_RESOURCE;
@@ -275,9 +298,11 @@ int mca_pml_gpuwire_mprobe(int src, int tag, ompi_communicator_t *comm, ompi_mes
 {
     gw_probe_info_t info;
     gw_message_t *m = NULL;
-    while (!gw_improbe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info, &m)) {
+    int rc;
+    while (0 == (rc = gw_improbe(mca_pml_gpuwire.engine, gw_comm_cid(comm), src, tag, &info, &m))) {
         opal_progress();
     }
+    if (OPAL_UNLIKELY(rc < 0)) return probe_gone("MPI_Mprobe", src, comm, status);
     *message = make_message(comm, m, &info);
     if (NULL == *message) return OMPI_ERR_OUT_OF_RESOURCE;
     probe_status(&info, status);

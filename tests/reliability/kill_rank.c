@@ -3,7 +3,7 @@
  * them is in flight; kill_rank.sh checks that the job then ends, nonzero and
  * in bounded time, and that no process is left.
  *
- *   kill_rank <sender|receiver> <pid folder> [MiB, default 256] [host|device]
+ *   kill_rank <sender|receiver|probe> <pid folder> [MiB, default 256] [host|device]
  *
  * Rank 0 sends to rank 1. The victim polls its request for a few
  * milliseconds after both have posted, then kills itself, whether or not the
@@ -14,6 +14,11 @@
  * Every rank writes its pid to <pid folder>/rank<N>.pid first. With
  * "device" the buffers are GPU memory (rank r on GPU r modulo the count);
  * without a GPU the program says so and exits 77 before MPI_Init.
+ *
+ * "probe": rank 0 sends rank 1 a small message, then kills itself; rank 1
+ * probes for a message of rank 0 that will never come (MPI_Probe must
+ * return an error once the death is known, not wait for good), then must
+ * still probe and receive the message that arrived before the death.
  */
 #include <mpi.h>
 #include <signal.h>
@@ -38,10 +43,61 @@ static void write_pid(const char *dir, int rank)
     fclose(f);
 }
 
+#define PROBE_INTS 64
+
+/* The "probe" case, after MPI_Init; rank 0 is the victim. */
+static int probe_dead_source(int rank)
+{
+    int msg[PROBE_INTS];
+    if (rank == 0) {
+        for (int i = 0; i < PROBE_INTS; i++) msg[i] = 1000 + i;
+        MPI_Send(msg, PROBE_INTS, MPI_INT, 1, 5, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD); /* the message is ahead of the barrier's */
+        printf("kill_rank: rank 0 kills itself after sending %d ints\n", PROBE_INTS);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    MPI_Status st;
+    const int rc = MPI_Probe(0, 7, MPI_COMM_WORLD, &st); /* never sent */
+    if (rc == MPI_SUCCESS) {
+        printf("kill_rank: rank 1: FAIL: MPI_Probe found a message rank 0 never sent (tag %d)\n",
+               st.MPI_TAG);
+        return 4;
+    }
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    /* What rank 0 sent before it died is still there. */
+    int count = -1;
+    memset(msg, 0, sizeof msg);
+    if (MPI_Probe(0, 5, MPI_COMM_WORLD, &st) != MPI_SUCCESS ||
+        MPI_Get_count(&st, MPI_INT, &count) != MPI_SUCCESS || count != PROBE_INTS ||
+        MPI_Recv(msg, PROBE_INTS, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS) {
+        printf("kill_rank: rank 1: FAIL: the message sent before the death was lost (count %d)\n",
+               count);
+        return 5;
+    }
+    for (int i = 0; i < PROBE_INTS; i++) {
+        if (msg[i] != 1000 + i) {
+            printf("kill_rank: rank 1: the transfer completed, data CORRUPT at int %d\n", i);
+            return 6;
+        }
+    }
+    printf("kill_rank: rank 1: the transfer failed after %.2f s: %s (MPI_Probe); the message "
+           "sent before the death received intact\n", MPI_Wtime() - start, text);
+    fflush(stdout);
+    return 3;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[1], "sender") != 0 && strcmp(argv[1], "receiver") != 0)) {
-        fprintf(stderr, "usage: %s <sender|receiver> <pid folder> [MiB]\n", argv[0]);
+    const int probe = argc >= 3 && strcmp(argv[1], "probe") == 0;
+    if (argc < 3 ||
+        (!probe && strcmp(argv[1], "sender") != 0 && strcmp(argv[1], "receiver") != 0)) {
+        fprintf(stderr, "usage: %s <sender|receiver|probe> <pid folder> [MiB]\n", argv[0]);
         return 2;
     }
     const int victim = strcmp(argv[1], "sender") == 0 ? 0 : 1;
@@ -70,6 +126,7 @@ int main(int argc, char **argv)
     }
     write_pid(argv[2], rank);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (probe) return probe_dead_source(rank);
 
     char *buf = NULL;
     if (on_device) {

@@ -3,8 +3,9 @@
 # under ob1: mpirun exits nonzero within 30 s, names the killed rank, and no
 # process of the job is left; the survivor never aborts by itself, and a
 # receiver that completes holds the sender's bytes.
-#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver> <MiB>[:device] <expect>
+#   kill_rank.sh <mpirun> <kill_rank program> <sender|receiver|probe> <MiB>[:device] <expect>
 #                <mpirun flags...>
+# ("probe": the sender dies and the receiver probes for it, kill_rank.c.)
 # <expect> is what the survivor must see:
 #   error      its MPI_Wait returns (peer failure detection on): an MPI error,
 #              or success when the bytes had all moved before the kill
@@ -52,6 +53,10 @@ if ! grep -q '^kill_rank: rank . kills itself' "$dir/out"; then
     head -40 "$dir/out"
     fail=1
 fi
+if grep -q '^kill_rank: rank .: FAIL: ' "$dir/out"; then
+    grep '^kill_rank: rank .: FAIL: ' "$dir/out"
+    fail=1
+fi
 if grep -q '^kill_rank: rank 1: the transfer completed.*data CORRUPT' "$dir/out"; then
     echo "FAIL: the receiver's transfer completed with wrong data"
     fail=1
@@ -83,7 +88,7 @@ if [ "$EXPECT" = error ] &&
     if grep -q '^prterun noticed' "$dir/out"; then
         echo "known: Open MPI 5's prterun ended the survivor before an error reached it"
     else
-        echo "FAIL: the survivor (rank $srank) stayed blocked in MPI_Wait: no error reached it"
+        echo "FAIL: the survivor (rank $srank) stayed blocked (MPI_Wait, MPI_Probe): no error reached it"
         fail=1
     fi
 fi

@@ -402,6 +402,11 @@ private:
     // endpoint to it (UCX tells of a failure only through the user's
     // endpoints), and ends at once when that process already failed.
     void watch_sender(RecvOp *op);
+    // Makes the endpoint to the process of (ctx, rank) when there is none.
+    void watch_rank(uint32_t ctx, int32_t rank);
+    // A probe for (ctx, source) that matched nothing: true when source is one
+    // process and it failed, so nothing more of it will come.
+    bool probe_source_gone(uint32_t ctx, int32_t source);
 
     // The send path (send_path.cpp): decide() picks the path of a message,
     // once; a starter per path, each called with guard holding the lock,

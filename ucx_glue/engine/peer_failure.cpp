@@ -6,6 +6,8 @@
 // - receives posted into UCX that match nothing yet and whose source is that
 //   process (MPI_ANY_SOURCE receives stay: another process may still send);
 //   receives posted later for it end at once (RecvOp::peer_gone);
+// - probes for that process (not MPI_ANY_SOURCE) that find nothing of it
+//   report it (probe_source_gone) instead of "nothing yet" forever;
 // - sends of device descriptors waiting for its acknowledgement;
 // - chunked transfers to or from it (chunk receives it would fill);
 // - device copies out of its memory (CUDA IPC) still running: their
@@ -93,18 +95,33 @@ void Engine::stop_xfer(Xfer &x, gw_status_t st)
     if (x.sending && x.go_req) ucp_request_cancel(worker_, x.go_req); // on_go lets it go
 }
 
-void Engine::watch_sender(RecvOp *op)
+void Engine::watch_rank(uint32_t ctx, int32_t rank)
 {
     uint32_t p;
-    if (op->source == GW_ANY_SOURCE || !params_.peer_of_rank ||
-        params_.peer_of_rank(params_.resolve_ctx, op->ctx, op->source, &p) != 0 ||
-        p >= peers_.size())
+    if (rank == GW_ANY_SOURCE || !params_.peer_of_rank ||
+        params_.peer_of_rank(params_.resolve_ctx, ctx, rank, &p) != 0 || p >= peers_.size())
         return;
     if (!peers_[p].ep && p != params_.my_peer) {
         gw_status_t st;
         endpoint(p, st, true); // (no endpoint: nothing to watch, as before)
     }
+}
+
+void Engine::watch_sender(RecvOp *op)
+{
+    watch_rank(op->ctx, op->source);
     if (any_failed_) refuse_if_gone(op);
+}
+
+// A probe found nothing of one process: as for a receive, watch it, and tell
+// whether it failed. The probe looked at what had arrived first (pulled
+// messages, UCX's unexpected queue), so what it sent before dying is still
+// found and received; after that nothing of it will ever come.
+bool Engine::probe_source_gone(uint32_t ctx, int32_t source)
+{
+    if (!params_.err_mode_peer || source == GW_ANY_SOURCE) return false;
+    watch_rank(ctx, source);
+    return any_failed_ && rank_failed(ctx, source);
 }
 
 // A receive posted after the one process that could satisfy it failed: a

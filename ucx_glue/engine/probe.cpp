@@ -154,8 +154,11 @@ int Engine::iprobe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *i
             m = pull_prefix(ctx, rank_of(ti.sender_tag), tag);
         }
     }
-    if (m) *info = gw_probe_info_t{m->source, m->tag, m->length};
-    return m != nullptr;
+    if (m) {
+        *info = gw_probe_info_t{m->source, m->tag, m->length};
+        return 1;
+    }
+    return probe_source_gone(ctx, source) ? -1 : 0;
 }
 
 int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *info,
@@ -173,8 +176,9 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
     if (m) {
         *info = gw_probe_info_t{m->source, m->tag, m->length};
         *msg = reinterpret_cast<gw_message_t *>(m);
+        return 1;
     }
-    return m != nullptr;
+    return probe_source_gone(ctx, source) ? -1 : 0;
 }
 
 } // namespace gpuwire::engine

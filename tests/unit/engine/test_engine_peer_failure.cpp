@@ -139,3 +139,55 @@ TEST_CASE("a process that only received from the failed one hears of it too", "[
     CHECK(specific.r.status == GW_ERR_UNREACHABLE);
     for (unsigned char c : buf) REQUIRE(c == 0xEE);
 }
+
+TEST_CASE("probes for a failed process report it, after what it sent before", "[engine][peer-failure][probe]")
+{
+    EnginePair p(0, true, peer_failure_mode);
+    // Engine 0 sends; engine 1 only probes (no receive posted, no send): the
+    // probe makes its endpoint to engine 0, else it would never hear of the
+    // failure.
+    const int a = 0x1234567, b = 0x7654321;
+    Req s1, s2;
+    REQUIRE(gw_isend(p.e[0], &s1.r, 1, 4, 0, 7, &a, sizeof(a), 0) == GW_OK);
+    REQUIRE(gw_isend(p.e[0], &s2.r, 1, 4, 0, 8, &b, sizeof(b), 0) == GW_OK);
+    gw_probe_info_t info{};
+    p.until([&] { return s1.done && s2.done && gw_iprobe(p.e[1], 4, 0, 8, &info) == 1; });
+    CHECK(gw_iprobe(p.e[1], 4, 0, 99, &info) == 0); // alive: nothing yet
+    for (int i = 0; i < 1000; ++i) p.progress(); // (the endpoint's wire-up)
+
+    p.kill(0);
+    // Nothing of tag 99 will ever come: the probe says so instead of 0 for good.
+    REQUIRE(within_20s(p, [&] { return gw_iprobe(p.e[1], 4, 0, 99, &info) != 0; }));
+    CHECK(gw_iprobe(p.e[1], 4, 0, 99, &info) == -1);
+    gw_message_t *msg = nullptr;
+    CHECK(gw_improbe(p.e[1], 4, 0, 99, &info, &msg) == -1);
+    CHECK(msg == nullptr);
+    // Another process could still send to a wildcard source.
+    CHECK(gw_iprobe(p.e[1], 4, GW_ANY_SOURCE, 99, &info) == 0);
+    CHECK(gw_improbe(p.e[1], 4, GW_ANY_SOURCE, 99, &info, &msg) == 0);
+
+    // What it sent before it failed is still there, in order, and received
+    // intact.
+    info = gw_probe_info_t{};
+    REQUIRE(gw_iprobe(p.e[1], 4, 0, GW_ANY_TAG, &info) == 1);
+    CHECK(info.source == 0);
+    CHECK(info.tag == 7);
+    CHECK(info.length == sizeof(a));
+    REQUIRE(gw_improbe(p.e[1], 4, 0, 7, &info, &msg) == 1);
+    int got = 0;
+    Req r1;
+    REQUIRE(gw_imrecv(p.e[1], &r1.r, msg, &got, sizeof(got)) == GW_OK);
+    REQUIRE(within_20s(p, [&] { return r1.done; }));
+    CHECK(r1.r.status == GW_OK);
+    CHECK(got == a);
+    got = 0;
+    Req r2;
+    REQUIRE(gw_irecv(p.e[1], &r2.r, 4, 0, 8, &got, sizeof(got)) == GW_OK);
+    REQUIRE(within_20s(p, [&] { return r2.done; }));
+    CHECK(r2.r.status == GW_OK);
+    CHECK(r2.r.tag == 8);
+    CHECK(got == b);
+    // Then nothing of it is left.
+    CHECK(gw_iprobe(p.e[1], 4, 0, GW_ANY_TAG, &info) == -1);
+    CHECK(gw_improbe(p.e[1], 4, 0, GW_ANY_TAG, &info, &msg) == -1);
+}

@@ -285,12 +285,15 @@ gw_status_t gw_irecv_layout(gw_engine_t *engine, gw_request_t *req, uint32_t ctx
                             int32_t source, int32_t tag, const gw_layout_t *layout);
 
 /* Looks for a matching message that has arrived (no progress is made).
- * Returns 1 and fills info when one is there, 0 otherwise. */
+ * Returns 1 and fills info when one is there, 0 otherwise; -1 when source is
+ * one process (not GW_ANY_SOURCE) that failed (peer failure detection on,
+ * err_mode_peer) and nothing of it matches: no message of it will ever come.
+ * Messages it sent before it failed are still found first. */
 int gw_iprobe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
               gw_probe_info_t *info);
 
-/* Like gw_iprobe, but takes the message out of matching: it will be received
- * only by gw_imrecv() with the returned handle. */
+/* Like gw_iprobe (same returns), but takes the message out of matching: it
+ * will be received only by gw_imrecv() with the returned handle. */
 int gw_improbe(gw_engine_t *engine, uint32_t ctx, int32_t source, int32_t tag,
                gw_probe_info_t *info, gw_message_t **msg);
 

@@ -10,7 +10,12 @@
 // check() (a real query) whether the stream is in error.
 //
 // Ownership: Stream and Event are move-only owners that destroy what they
-// hold. StreamPool owns its TrackedStreams and their counters; pointers it
+// hold, with one exception: a Stream made by Stream::legacy() only names the
+// legacy default stream (CUDA owns it; it is never destroyed). StreamPool
+// keeps one such Stream per device, the last of its TrackedStreams, for work
+// that must follow the application's (StreamPool::legacy). A moved Stream
+// takes its ownership along; a moved-from or reset Stream holds nothing.
+// StreamPool owns its TrackedStreams and their counters; pointers it
 // returns stay valid until the pool is destroyed, and destruction waits for
 // each stream (its counter must not be freed under a pending write).
 // Threading: none of these is synchronised; the owner serialises use.
@@ -64,7 +69,7 @@ class Stream {
  private:
   StreamHandle handle_ = nullptr;
   int device_ = -1;
-  bool owned_ = true;
+  bool owned_ = true;  // false only for Stream::legacy(): reset() forgets, never destroys
 };
 
 class Event {
