@@ -3,8 +3,8 @@
 // (kChunkedPushable) describes its buffer in the go-ahead (GoPush, kGoPush)
 // when CUDA IPC exports it, and the sender then copies each chunk straight
 // into that buffer, sending only a chunk message that names no slot
-// (kPushedSlot). Without the description the chunks go through the slots
-// (chunked.cpp).
+// (kPushedSlot). Those copies and messages start in chunked.cpp
+// (start_chunk, chunk_on_wire), as do the slots used without the description.
 #include "engine/engine.hpp"
 
 #include <utility>
