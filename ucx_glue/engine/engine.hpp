@@ -499,7 +499,7 @@ private:
     static ucs_status_t on_kind_hint(void *arg, const void *header, size_t header_length,
                                      void *data, size_t length, const ucp_am_recv_param_t *param);
 
-    // Chunked transfers (chunked.cpp).
+    // Chunked transfers (chunked.cpp; go-ahead and push: chunked_push.cpp).
     gw_status_t start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, uint64_t wire_tag,
                                    const void *buf, size_t len, int device, bool paced,
                                    bool shared = false, bool sync = false, bool pushable = false);
