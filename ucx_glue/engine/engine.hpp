@@ -412,6 +412,15 @@ private:
     SendOp *send_op(gw_request_t *req);
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
+    // What isend does when its fast path (host memory, no GPU, no pacing)
+    // does not apply.
+    [[gnu::noinline]] gw_status_t isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx,
+                                                int32_t my_rank, int32_t tag, const void *buf,
+                                                size_t len, unsigned flags);
+    gw_status_t send_host(Guard &guard, gw_request_t *req, ucp_ep_h ep, uint32_t peer,
+                          uint64_t wire_tag, const void *buf, size_t len, unsigned flags);
+    [[gnu::noinline]] gw_status_t host_kept(ucs_status_ptr_t r, gw_request_t *req,
+                                            uint32_t peer, size_t len);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
                               bool shared, bool sync = false, bool pushable = false);
     // User bytes that would read as a control message (wire.hpp,
