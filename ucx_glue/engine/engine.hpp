@@ -412,15 +412,14 @@ private:
     SendOp *send_op(gw_request_t *req);
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
-    // What isend does when its fast path (host memory, no GPU, no pacing)
-    // does not apply.
+    // isend beyond its inline fast path; the fast path's parts (host_path.hpp).
     [[gnu::noinline]] gw_status_t isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx,
                                                 int32_t my_rank, int32_t tag, const void *buf,
                                                 size_t len, unsigned flags);
     gw_status_t send_host(Guard &guard, gw_request_t *req, ucp_ep_h ep, uint32_t peer,
                           uint64_t wire_tag, const void *buf, size_t len, unsigned flags);
-    [[gnu::noinline]] gw_status_t host_kept(ucs_status_ptr_t r, gw_request_t *req,
-                                            uint32_t peer, size_t len);
+    [[gnu::noinline]] gw_status_t host_kept(ucs_status_ptr_t r, gw_request_t *req, uint32_t peer,
+                                            size_t len);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
                               bool shared, bool sync = false, bool pushable = false);
     // User bytes that would read as a control message (wire.hpp,
@@ -432,26 +431,8 @@ private:
     gw_status_t send_whole(Guard &guard, const SendArgs &a, SendOp *op, const void *payload,
                            size_t payload_len, uint64_t wire_tag, ucp_request_param_t &rp,
                            bool sync);
-    // Counts a host message handed to UCX: rendezvous by the configured
-    // threshold, else by whether UCX kept it (it needed the receiver).
-    void count_host_send(size_t len, bool kept)
-    {
-        ++stats_.sends;
-        stats_.bytes_sent += len;
-        const bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : kept;
-        ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
-    }
-    // A send UCX finished inside the call: the lock goes, then the callback
-    // runs, then whatever else completed meanwhile.
-    gw_status_t sent_at_once(std::unique_lock<EngineLock> &guard, gw_request_t *req)
-    {
-        const bool others = done_head_ != done_.size();
-        guard.unlock();
-        req->status = GW_OK;
-        req->complete_cb(req);
-        if (others) run_completions();
-        return GW_OK;
-    }
+    void count_host_send(size_t len, bool kept);
+    gw_status_t sent_at_once(Guard &guard, gw_request_t *req);
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Layout receives (layout.cpp): the bytes UCX held back in op->block go
     // to the layout; a control message makes it land whole first.
@@ -600,3 +581,5 @@ private:
 };
 
 } // namespace gpuwire::engine
+
+#include "engine/host_path.hpp"

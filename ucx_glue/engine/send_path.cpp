@@ -85,25 +85,7 @@ SendPath Engine::staged_path(uint32_t peer, size_t len, int device, unsigned fla
     return SendPath::staged_whole;
 }
 
-// decide()'s first branch taken before anything else: host memory of a
-// process without a GPU, unpaced, of a length no control message has (so
-// start_host's check of the bytes has nothing to do). No path decision, no
-// memory information, no arguments block: the lock, the endpoint, the tag,
-// UCX. dev_ and pacer_ are set once, at creation: read without the lock.
-gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
-                          int32_t tag, const void *buf, size_t len, unsigned flags)
-{
-    if (dev_ || pacer_ || control_length(len) || peer >= peers_.size()) [[unlikely]]
-        return isend_general(req, peer, ctx, my_rank, tag, buf, len, flags);
-    Guard guard(lock_);
-    gw_status_t st;
-    ucp_ep_h ep = endpoint(peer, st);
-    if (!ep) [[unlikely]]
-        return st;
-    req->length = len;
-    return send_host(guard, req, ep, peer, make_send_tag(ctx, my_rank, tag), buf, len, flags);
-}
-
+// isend's fast path is inline (host_path.hpp); every other send starts here.
 gw_status_t Engine::isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx,
                                   int32_t my_rank, int32_t tag, const void *buf, size_t len,
                                   unsigned flags)
@@ -145,24 +127,6 @@ gw_status_t Engine::start_host(Guard &guard, const SendArgs &a)
     if (control_length(a.len) && control_kind(a.buf, a.len) != Control::none) [[unlikely]]
         return start_escaped(guard, a, -1);
     return send_host(guard, a.req, a.ep, a.peer, a.wire_tag, a.buf, a.len, a.flags);
-}
-
-// The bytes to UCX. The operation's state is written only if UCX keeps the
-// send (nothing can call back before: progress needs the lock).
-inline gw_status_t Engine::send_host(Guard &guard, gw_request_t *req, ucp_ep_h ep, uint32_t peer,
-                                     uint64_t wire_tag, const void *buf, size_t len,
-                                     unsigned flags)
-{
-    auto *op = reinterpret_cast<SendOp *>(req->priv);
-    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    ucs_status_ptr_t r = (flags & GW_SEND_SYNC)
-                             ? ucp_tag_send_sync_nbx(ep, buf, len, wire_tag, &rp)
-                             : ucp_tag_send_nbx(ep, buf, len, wire_tag, &rp);
-    if (r == nullptr) [[likely]] {
-        count_host_send(len, false);
-        return sent_at_once(guard, req);
-    }
-    return host_kept(r, req, peer, len);
 }
 
 // UCX kept the send (or refused it): out of line, the fast path's frame
