@@ -456,6 +456,8 @@ private:
     void receive_pulled(RecvOp *op, InboundMsg *m);
     void receive_bytes(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    [[gnu::noinline]] void finish_failed(RecvOp *op, ucs_status_t status, size_t length);
+    [[gnu::noinline]] gw_status_t finish_on_device(RecvOp *op, uint64_t sender_tag, size_t length);
     [[gnu::noinline]] bool finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag,
                                           size_t length);
     // True when the runtime says (ctx, rank) of this tag is process `peer`.

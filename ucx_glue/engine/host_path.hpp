@@ -1,10 +1,13 @@
-// The host send's fast path, inline so that the C face (capi.cpp, gw_isend)
-// is one call: decide()'s first branch taken before anything else. Host
+// The host fast path's inline parts: a receive's state (start_recv), and
+// the send's fast path, inline so that the C face (capi.cpp, gw_isend) is
+// one call: decide()'s first branch taken before anything else. Host
 // memory of a process without a GPU, unpaced, of a length no control message
 // has (so start_host's look at the bytes has nothing to do): no path
 // decision, no memory information, no arguments block; the lock, the
 // endpoint, the tag, UCX. Included at the end of engine.hpp.
 #pragma once
+
+#include <new>
 
 namespace gpuwire::engine {
 
@@ -64,6 +67,32 @@ inline gw_status_t Engine::sent_at_once(Guard &guard, gw_request_t *req)
         return sent_at_once(guard, req);
     }
     return host_kept(r, req, peer, len);
+}
+
+// A receive's state, in the request: inline into irecv and imrecv.
+inline RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
+{
+    auto *op = new (req->priv) RecvOp;
+    op->buf = buf;
+    op->cap = cap;
+    op->req = req;
+    op->engine = this;
+    op->ucx_req = nullptr;
+    op->landing = buf;
+    op->bounce = nullptr;
+    op->ack_id = 0;
+    op->ack_peer = 0;
+    op->device = -1;
+    op->done = 0;
+    op->saved = 0;
+    op->pinned = 0;
+    op->direct = 0;
+    op->host_pinned = 0;
+    op->layout = 0;
+    op->peer_gone = 0;
+    op->ctx = 0;
+    op->source = GW_ANY_SOURCE;
+    return op;
 }
 
 } // namespace gpuwire::engine
