@@ -366,9 +366,12 @@ private:
         if (req->flags & GW_REQ_INLINE_CB) {
             req->complete_cb(req);
         } else {
-            done_.push_back(req);
+            queue_done(req);
         }
     }
+    // Out of line: the vector's growth would make complete() too large to
+    // inline into the receive's fast path.
+    [[gnu::noinline]] void queue_done(gw_request_t *req) { done_.push_back(req); }
     bool side_work() const
     {
         return (dev_ && dev_->busy()) || (cnp_reader_ && pacer_) || !xfers_.empty() ||
