@@ -525,6 +525,9 @@ private:
 
     gw_engine_params_t params_;
     mutable EngineLock lock_;
+    // UCX's parameters of a host send, but user_data: written under the
+    // lock by send_host, read by UCX inside the call only.
+    ucp_request_param_t host_send_rp_ = send_param(&Engine::on_send_done, nullptr);
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
     // UCX generic datatypes of gw_layout_t sends (state: the layout) and

@@ -42,12 +42,13 @@ inline gw_status_t Engine::sent_at_once(Guard &guard, gw_request_t *req)
     if (dev_ || pacer_ || control_length(len) || peer >= peers_.size()) [[unlikely]]
         return isend_general(req, peer, ctx, my_rank, tag, buf, len, flags);
     Guard guard(lock_);
-    gw_status_t st;
-    ucp_ep_h ep = endpoint(peer, st);
-    if (!ep) [[unlikely]]
-        return st;
+    const Peer &p = peers_[peer];
+    if (!p.ep || p.failed) [[unlikely]] { // the first send to it, or a failed process: connect()
+        guard.unlock();
+        return isend_general(req, peer, ctx, my_rank, tag, buf, len, flags);
+    }
     req->length = len;
-    return send_host(guard, req, ep, peer, make_send_tag(ctx, my_rank, tag), buf, len, flags);
+    return send_host(guard, req, p.ep, peer, make_send_tag(ctx, my_rank, tag), buf, len, flags);
 }
 
 // The operation's state is written only if UCX keeps the send (nothing can
@@ -58,10 +59,10 @@ inline gw_status_t Engine::sent_at_once(Guard &guard, gw_request_t *req)
                                                             const void *buf, size_t len,
                                                             unsigned flags)
 {
-    auto *op = reinterpret_cast<SendOp *>(req->priv);
-    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    ucs_status_ptr_t r = (flags & GW_SEND_SYNC) ? ucp_tag_send_sync_nbx(ep, buf, len, wire_tag, &rp)
-                                                : ucp_tag_send_nbx(ep, buf, len, wire_tag, &rp);
+    ucp_request_param_t *rp = &host_send_rp_; // not on the stack: no canary, four stores fewer
+    rp->user_data = req->priv;                   // the SendOp, written only if UCX keeps the send
+    ucs_status_ptr_t r = (flags & GW_SEND_SYNC) ? ucp_tag_send_sync_nbx(ep, buf, len, wire_tag, rp)
+                                                : ucp_tag_send_nbx(ep, buf, len, wire_tag, rp);
     if (r == nullptr) [[likely]] {
         count_host_send(len, false);
         return sent_at_once(guard, req);
