@@ -285,9 +285,9 @@ public:
     void disconnect();
     gw_status_t check_reachable(uint32_t peer, std::string &why); // reach.cpp
     gw_status_t isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
-                      int32_t tag, const void *buf, size_t len, unsigned flags);
+                      int32_t tag, const void *buf, size_t len, unsigned flags) noexcept;
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
-                      size_t cap);
+                      size_t cap) noexcept;
     gw_status_t isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                              int32_t tag, const gw_layout_t *layout, unsigned flags);
     gw_status_t irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,

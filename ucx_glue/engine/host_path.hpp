@@ -37,7 +37,7 @@ inline gw_status_t Engine::sent_at_once(Guard &guard, gw_request_t *req)
 [[gnu::always_inline]] inline gw_status_t Engine::isend(gw_request_t *req, uint32_t peer,
                                                         uint32_t ctx, int32_t my_rank,
                                                         int32_t tag, const void *buf,
-                                                        size_t len, unsigned flags)
+                                                        size_t len, unsigned flags) noexcept
 {
     if (dev_ || pacer_ || control_length(len) || peer >= peers_.size()) [[unlikely]]
         return isend_general(req, peer, ctx, my_rank, tag, buf, len, flags);

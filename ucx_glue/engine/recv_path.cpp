@@ -357,7 +357,7 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
 }
 
 gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
-                          void *buf, size_t cap)
+                          void *buf, size_t cap) noexcept
 {
     RecvOp *op = start_recv(req, buf, cap);
     std::unique_lock<EngineLock> guard(lock_);
