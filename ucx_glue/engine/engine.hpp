@@ -525,9 +525,12 @@ private:
 
     gw_engine_params_t params_;
     mutable EngineLock lock_;
-    // UCX's parameters of a host send, but user_data: written under the
-    // lock by send_host, read by UCX inside the call only.
+    // UCX's parameters of a host send and of a receive (into host memory, or
+    // a GPU buffer UCX writes itself), but user_data: written under the lock
+    // by send_host and post, read by UCX inside the call only.
     ucp_request_param_t host_send_rp_ = send_param(&Engine::on_send_done, nullptr);
+    ucp_request_param_t host_recv_rp_ = recv_param(&Engine::on_recv_done, nullptr);
+    ucp_request_param_t device_recv_rp_ = host_recv_rp_; // memory type CUDA (constructor)
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
     // UCX generic datatypes of gw_layout_t sends (state: the layout) and

@@ -98,12 +98,13 @@ static size_t landing_bytes(const RecvOp *op)
 {
     uint64_t t, mask;
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
-    ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
-    if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    // Not on the stack: no canary in irecv's frame.
+    ucp_request_param_t *rp = op->direct ? &device_recv_rp_ : &host_recv_rp_;
+    rp->user_data = op;
     op->ctx = ctx;
     op->source = source;
     in_ucx_.push_back(op);
-    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "receive could not be posted: %s", ucs_status_string(UCS_PTR_STATUS(r)));
         in_ucx_.remove(op);
