@@ -285,9 +285,9 @@ public:
     void disconnect();
     gw_status_t check_reachable(uint32_t peer, std::string &why); // reach.cpp
     gw_status_t isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
-                      int32_t tag, const void *buf, size_t len, unsigned flags);
+                      int32_t tag, const void *buf, size_t len, unsigned flags) noexcept;
     gw_status_t irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag, void *buf,
-                      size_t cap);
+                      size_t cap) noexcept;
     gw_status_t isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                              int32_t tag, const gw_layout_t *layout, unsigned flags);
     gw_status_t irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
@@ -366,9 +366,12 @@ private:
         if (req->flags & GW_REQ_INLINE_CB) {
             req->complete_cb(req);
         } else {
-            done_.push_back(req);
+            queue_done(req);
         }
     }
+    // Out of line: the vector's growth would make complete() too large to
+    // inline into the receive's fast path.
+    [[gnu::noinline]] void queue_done(gw_request_t *req) { done_.push_back(req); }
     bool side_work() const
     {
         return (dev_ && dev_->busy()) || (cnp_reader_ && pacer_) || !xfers_.empty() ||
@@ -417,6 +420,14 @@ private:
     SendOp *send_op(gw_request_t *req);
     using Guard = std::unique_lock<EngineLock>;
     gw_status_t start_host(Guard &guard, const SendArgs &a);
+    // isend beyond its inline fast path; the fast path's parts (host_path.hpp).
+    [[gnu::noinline]] gw_status_t isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx,
+                                                int32_t my_rank, int32_t tag, const void *buf,
+                                                size_t len, unsigned flags);
+    gw_status_t send_host(Guard &guard, gw_request_t *req, ucp_ep_h ep, uint32_t peer,
+                          uint64_t wire_tag, const void *buf, size_t len, unsigned flags);
+    [[gnu::noinline]] gw_status_t host_kept(ucs_status_ptr_t r, gw_request_t *req, uint32_t peer,
+                                            size_t len);
     gw_status_t start_chunked(Guard &guard, const SendArgs &a, int device, bool paced,
                               bool shared, bool sync = false, bool pushable = false);
     // User bytes that would read as a control message (wire.hpp,
@@ -428,26 +439,8 @@ private:
     gw_status_t send_whole(Guard &guard, const SendArgs &a, SendOp *op, const void *payload,
                            size_t payload_len, uint64_t wire_tag, ucp_request_param_t &rp,
                            bool sync);
-    // Counts a host message handed to UCX: rendezvous by the configured
-    // threshold, else by whether UCX kept it (it needed the receiver).
-    void count_host_send(size_t len, bool kept)
-    {
-        ++stats_.sends;
-        stats_.bytes_sent += len;
-        const bool rndv = params_.rndv_threshold ? len >= params_.rndv_threshold : kept;
-        ++(rndv ? stats_.rndv_sends : stats_.eager_sends);
-    }
-    // A send UCX finished inside the call: the lock goes, then the callback
-    // runs, then whatever else completed meanwhile.
-    gw_status_t sent_at_once(std::unique_lock<EngineLock> &guard, gw_request_t *req)
-    {
-        const bool others = done_head_ != done_.size();
-        guard.unlock();
-        req->status = GW_OK;
-        req->complete_cb(req);
-        if (others) run_completions();
-        return GW_OK;
-    }
+    void count_host_send(size_t len, bool kept);
+    gw_status_t sent_at_once(Guard &guard, gw_request_t *req);
     RecvOp *start_recv(gw_request_t *req, void *buf, size_t cap);
     // Layout receives (layout.cpp): the bytes UCX held back in op->block go
     // to the layout; a control message makes it land whole first.
@@ -471,6 +464,8 @@ private:
     void receive_pulled(RecvOp *op, InboundMsg *m);
     void receive_bytes(RecvOp *op, InboundMsg *m);
     void finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length);
+    [[gnu::noinline]] void finish_failed(RecvOp *op, ucs_status_t status, size_t length);
+    [[gnu::noinline]] gw_status_t finish_on_device(RecvOp *op, uint64_t sender_tag, size_t length);
     [[gnu::noinline]] bool finish_unusual(RecvOp *op, ucs_status_t &status, uint64_t sender_tag,
                                           size_t length);
     // True when the runtime says (ctx, rank) of this tag is process `peer`.
@@ -535,6 +530,12 @@ private:
 
     gw_engine_params_t params_;
     mutable EngineLock lock_;
+    // UCX's parameters of a host send and of a receive (into host memory, or
+    // a GPU buffer UCX writes itself), but user_data: written under the lock
+    // by send_host and post, read by UCX inside the call only.
+    ucp_request_param_t host_send_rp_ = send_param(&Engine::on_send_done, nullptr);
+    ucp_request_param_t host_recv_rp_ = recv_param(&Engine::on_recv_done, nullptr);
+    ucp_request_param_t device_recv_rp_ = host_recv_rp_; // memory type CUDA (constructor)
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
     // UCX generic datatypes of gw_layout_t sends (state: the layout) and
@@ -596,3 +597,5 @@ private:
 };
 
 } // namespace gpuwire::engine
+
+#include "engine/host_path.hpp"
