@@ -1,25 +1,17 @@
 /*
  * The device data-movement algorithm: Bcast, Allgather(v) and Alltoall(v)
  * whose buffers stay where the application put them. The algorithms are the
- * collective engine's (gpuwire/coll_move.h, ucx_glue/coll/move); this file
- * decides whether they run the call, describes it to them in blocks of
- * bytes, and gives them a transport in the call's datatypes. Every block
- * is one point-to-point message on the application's buffer and datatype,
- * all posted at once: the pml moves device memory (pml gpuwire: CUDA IPC over
- * NVLink, the copy engines at link speed, any datatype packed on the GPU), so
- * nothing is staged through host memory and nothing here touches the bytes.
- * A rank's own block of Allgather(v)/Alltoall(v) is one copy on the GPU's
- * stream where both sides are contiguous, else a message to itself (the pml
- * packs and unpacks it).
- *
- *   bcast            the root sends to every rank (one message each); to
- *                    coll_gpuwire_bcast_chain_ranks ranks or more, from
- *                    coll_gpuwire_bcast_chain_bytes: a pipelined chain (below)
- *   allgather(v)     every rank sends its block to every rank
- *   alltoall(v)      block j to rank j, from every rank
- *
- * The NVLink kernels take the small calls first (coll_gpuwire_nvlink.c);
- * this is what follows them, above coll_gpuwire_nvlink_oneshot_bytes.
+ * collective engine's (gpuwire/coll_move.h: who posts what, in which order,
+ * the chain, the own block's copy); this file decides whether they run the
+ * call, describes it to them in blocks of bytes, and gives them a transport
+ * in the call's datatypes (gw_coll_transport_init_typed): every block is one
+ * message on the application's buffer and datatype, as before the engine
+ * existed, and the pml moves device memory (pml gpuwire: CUDA IPC over
+ * NVLink, any datatype packed on the GPU). The own block is one copy on the
+ * GPU's stream where both sides are contiguous, else a message to itself.
+ * Bcast runs as the chain to coll_gpuwire_bcast_chain_ranks ranks or more,
+ * from coll_gpuwire_bcast_chain_bytes (or as the selection table says).
+ * The NVLink kernels take the small calls first (coll_gpuwire_nvlink.c).
  *
  * Every rank of a call must take the same algorithm. As for the device
  * reductions (coll_gpuwire_devreduce.c), accepts() decides only from what is
@@ -27,21 +19,14 @@
  * memory passes through to Open MPI's algorithm instead. The two do not send
  * the same messages: a receive here checks that it got its whole block, so
  * such a program ends with a one-line error naming
- * coll_gpuwire_move_algorithm staged (where every rank runs Open MPI's
- * algorithm) rather than with wrong data; some shapes of it can hang.
+ * coll_gpuwire_move_algorithm staged rather than with wrong data; some
+ * shapes of it can hang. Alltoall(v) with MPI_IN_PLACE stays staged: a block
+ * would be overwritten while a peer still reads it.
  *
- * Alltoall(v) with MPI_IN_PLACE (on every rank alike, as MPI requires) stays
- * staged: a block would be overwritten while a peer still reads it.
- *
- * Non-blocking forms (Ibcast, Iallgather(v), Ialltoall(v)): initiation posts
- * every message and the local copy as above, on a tag of their own
- * (GW_TAG_MOVE_NB), and returns; a job (gw_coll_nb_job) polls the requests
- * and the copy's ticket from MPI's progress. Every rank posts the messages
- * of its calls on a communicator in initiation order, all at initiation, so
- * a pair of ranks posts a call's sends and receives in the same order and
- * they meet. Ibcast is always the root's sends to every rank: the chain
- * sends each segment on when it arrives, later than calls initiated after
- * it post theirs.
+ * Non-blocking forms post everything at initiation, on a tag of their own
+ * (GW_TAG_MOVE_NB), so calls on a communicator meet in initiation order; a
+ * job (gw_coll_nb_job) polls the engine's from MPI's progress. Ibcast never
+ * chains (its segments would go out after later calls' messages).
  */
 #include <stdio.h>
 #include <stdlib.h>
