@@ -49,12 +49,12 @@ typedef struct {
 static int move_fail(const move_job_t *j, int rc, const char *why)
 {
     if (j->tp.shorted) {
-        opal_output(0, "coll:gpuwire: device %s: mismatched algorithms: rank %d received %zu of "
+        opal_output(0,
+                    "coll:gpuwire: device %s: mismatched algorithms: rank %d received %zu of "
                     "%zu bytes from rank %d: ranks passed different memory kinds (host memory "
                     "only on some, device memory on others) or different coll_gpuwire_bcast_* "
                     "values; set coll_gpuwire_move_algorithm staged",
-                    gw_coll_name(j->id), j->me, j->tp.short_got, j->tp.short_want,
-                    j->tp.short_src);
+                    gw_coll_name(j->id), j->me, j->tp.short_got, j->tp.short_want, j->tp.short_src);
         return OMPI_ERROR;
     }
     opal_output(0, "coll:gpuwire: device %s: %s", gw_coll_name(j->id), why);
@@ -104,7 +104,8 @@ static void fill(gw_ce_block_t *b, int n, const int *counts, const int *displs, 
 static void own_block(gw_ce_move_t *m, int me, int gpu, int rcount, struct ompi_datatype_t *rdt,
                       int scount, struct ompi_datatype_t *sdt)
 {
-    const gw_ce_block_t *rb = &m->rblocks[me], *sb = &m->sblocks[GW_CE_MOVE_ALLTOALL == m->kind ? me : 0];
+    const gw_ce_block_t *rb = &m->rblocks[me],
+                        *sb = &m->sblocks[GW_CE_MOVE_ALLTOALL == m->kind ? me : 0];
     m->local = GW_CE_LOCAL_MESSAGE;
     if (0 == rb->bytes || gpu < 0 || rb->bytes != sb->bytes ||
         !ompi_datatype_is_contiguous_memory_layout(rdt, rcount) ||
@@ -146,7 +147,8 @@ static bool bcast_chain(const gw_coll_args_t *a, int n)
 /* The call in the engine's terms; blocks: 2 x size of them, the caller's
  * (allgather, alltoall). Returns the datatypes of the sends and receives. */
 static void describe(const gw_coll_args_t *a, int me, int n, int gpu, bool nb,
-                     gw_ce_block_t *blocks, gw_ce_move_t *m, struct ompi_datatype_t **sdt, struct ompi_datatype_t **rdt)
+                     gw_ce_block_t *blocks, gw_ce_move_t *m, struct ompi_datatype_t **sdt,
+                     struct ompi_datatype_t **rdt)
 {
     *m = (gw_ce_move_t){.tag = nb ? GW_TAG_MOVE_NB : gw_coll_tag(a->id), .gpu = gpu};
     if (GW_COLL_BCAST == a->id) {

@@ -100,8 +100,8 @@ typedef struct {
     size_t want;
 } typed_req_t;
 
-static int typed_post(gw_coll_typed_tp_t *c, bool send, void *buf, size_t bytes, int peer,
-                      int tag, void **req)
+static int typed_post(gw_coll_typed_tp_t *c, bool send, void *buf, size_t bytes, int peer, int tag,
+                      void **req)
 {
     const size_t size = send ? c->ssize : c->rsize;
     struct ompi_datatype_t *dt = send ? c->sdt : c->rdt;

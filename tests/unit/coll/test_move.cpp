@@ -44,7 +44,8 @@ void drive(gwtest::MemWorld &w, const std::vector<gw_ce_move_t> &calls)
     char why[256] = "";
     for (int r = 0; r < n; ++r) {
         INFO(why);
-        REQUIRE(GW_CE_OK == gw_ce_move_start(&w.transport(r), &calls[r], &jobs[r], why, sizeof(why)));
+        REQUIRE(GW_CE_OK ==
+                gw_ce_move_start(&w.transport(r), &calls[r], &jobs[r], why, sizeof(why)));
     }
     std::vector<bool> done(n, false);
     int left = n;
@@ -342,6 +343,34 @@ TEST_CASE("a job freed before it is done leaves no request behind", "[coll][move
     CHECK_FALSE(done); /* ranks 1 and 2 never sent */
     gw_ce_move_free(j);
     CHECK(0 == w.leaks());
-    CHECK(2 == w.unreceived()); /* its sends to ranks 1 and 2 */
+    CHECK(2 == w.unreceived());                                  /* its sends to ranks 1 and 2 */
     CHECK(Bytes(recv.begin(), recv.begin() + 4) == Bytes(4, 1)); /* the copy landed before free */
+}
+
+TEST_CASE("a block that does not fit its receive fails the call on that rank", "[coll][move]")
+{
+    gwtest::MemWorld w(2);
+    /* Rank 0 sends 8 bytes, rank 1 has room for 4 of them: both forms. */
+    gw_ce_block_t rb[2] = {{0, 4}, {8, 8}}, sb0[1] = {{0, 8}}, sb1[1] = {{0, 8}};
+    Bytes send(8, 7), recv0(16, 0), recv1(16, 0);
+    gw_ce_move_t m[2]{};
+    for (int r = 0; r < 2; ++r) {
+        m[r].kind = GW_CE_MOVE_ALLGATHER;
+        m[r].sbuf = send.data();
+        m[r].rbuf = r ? recv1.data() : recv0.data();
+        m[r].sblocks = r ? sb1 : sb0;
+        m[r].rblocks = rb;
+        m[r].local = GW_CE_LOCAL_MESSAGE;
+    }
+    int rc[2] = {GW_CE_OK, GW_CE_OK};
+    std::string why[2];
+    on_threads(2, [&](int r) {
+        char w1[256] = "";
+        rc[r] = gw_ce_move_run(&w.transport(r), &m[r], w1, sizeof(w1));
+        why[r] = w1;
+    });
+    CHECK(GW_CE_OK != rc[0]); /* its own block: 8 bytes into 4 */
+    CHECK(GW_CE_OK != rc[1]);
+    CHECK(why[1].rfind("point-to-point: ", 0) == 0);
+    CHECK(0 == w.leaks());
 }

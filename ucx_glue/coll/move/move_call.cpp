@@ -23,24 +23,35 @@ std::string code(const char *what, int rc)
 
 } // namespace
 
+/* What is wrong with a description, or nullptr. */
+static const char *move_flaw(const gw_ce_transport_t &t, const gw_ce_move_t &m, bool blocking)
+{
+    if (t.size < 1 || t.rank < 0 || t.rank >= t.size) {
+        return "the transport's rank is not within its size";
+    }
+    if (GW_CE_MOVE_BCAST == m.kind) {
+        const bool chain = m.segment_elems > 0 && m.segment_elems < m.elems;
+        if (m.root < 0 || m.root >= t.size) return "the bcast's root is not a rank";
+        if (chain && !blocking) return "a chained bcast has no non-blocking form";
+        return nullptr;
+    }
+    if (GW_CE_MOVE_ALLGATHER != m.kind && GW_CE_MOVE_ALLTOALL != m.kind) {
+        return "unknown kind of data movement";
+    }
+    if (nullptr == m.sblocks || nullptr == m.rblocks) return "the call has no blocks";
+    if (GW_CE_LOCAL_NONE > m.local || GW_CE_LOCAL_MESSAGE < m.local) {
+        return "unknown own-block mode";
+    }
+    if (GW_CE_LOCAL_COPY == m.local && m.gpu < 0) return "an own-block copy needs a GPU";
+    if (GW_CE_LOCAL_NONE == m.local && GW_CE_MOVE_ALLTOALL == m.kind) {
+        return "alltoall has no in-place form";
+    }
+    return nullptr;
+}
+
 int move_check(const gw_ce_transport_t &t, const gw_ce_move_t &m, bool blocking, std::string &why)
 {
-    const char *bad = nullptr;
-    if (t.size < 1 || t.rank < 0 || t.rank >= t.size) {
-        bad = "the transport's rank is not within its size";
-    } else if (GW_CE_MOVE_BCAST == m.kind) {
-        const bool chain = m.segment_elems > 0 && m.segment_elems < m.elems;
-        if (m.root < 0 || m.root >= t.size) bad = "the bcast's root is not a rank";
-        else if (chain && !blocking) bad = "a chained bcast has no non-blocking form";
-    } else if (GW_CE_MOVE_ALLGATHER == m.kind || GW_CE_MOVE_ALLTOALL == m.kind) {
-        if (nullptr == m.sblocks || nullptr == m.rblocks) bad = "the call has no blocks";
-        else if (GW_CE_LOCAL_NONE > m.local || GW_CE_LOCAL_MESSAGE < m.local) bad = "unknown own-block mode";
-        else if (GW_CE_LOCAL_NONE == m.local && GW_CE_MOVE_ALLTOALL == m.kind) {
-            bad = "alltoall has no in-place form";
-        }
-    } else {
-        bad = "unknown kind of data movement";
-    }
+    const char *bad = move_flaw(t, m, blocking);
     if (nullptr == bad) return GW_CE_OK;
     why = bad;
     return GW_CE_ERR_ARG;
@@ -88,7 +99,9 @@ int MoveCall::bcast(const gw_ce_move_t &m)
     const size_t bytes = m.elems * m.elem_bytes;
     if (me_ != m.root) return recv(m.buf, 0, bytes, m.root, m.tag);
     int rc = GW_CE_OK;
-    for (int k = 1; k < n_ && GW_CE_OK == rc; ++k) rc = send(m.buf, 0, bytes, (m.root + k) % n_, m.tag);
+    for (int k = 1; k < n_ && GW_CE_OK == rc; ++k) {
+        rc = send(m.buf, 0, bytes, (m.root + k) % n_, m.tag);
+    }
     return rc;
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 int report(int rc, const std::string &what, char *why, size_t why_len)
 {
-    if (GW_CE_OK != rc && nullptr != why && why_len > 0) std::snprintf(why, why_len, "%s", what.c_str());
+    if (GW_CE_OK != rc && nullptr != why && why_len > 0)
+        std::snprintf(why, why_len, "%s", what.c_str());
     return rc;
 }
 
