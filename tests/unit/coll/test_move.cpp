@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,24 @@ void on_threads(int n, const std::function<void(int)> &body)
     std::vector<std::thread> ts;
     for (int r = 0; r < n; ++r) ts.emplace_back(body, r);
     for (auto &t : ts) t.join();
+}
+
+/* Every rank's blocking call on a thread of its own; the outcomes are
+ * checked after the threads end (Catch2's assertions are not thread-safe). */
+void run_blocking(gwtest::MemWorld &w, const std::vector<gw_ce_move_t> &calls)
+{
+    const int n = w.size();
+    std::vector<int> rcs(n, GW_CE_OK);
+    std::vector<std::string> whys(n);
+    on_threads(n, [&](int r) {
+        char why[256] = "";
+        rcs[r] = gw_ce_move_run(&w.transport(r), &calls[r], why, sizeof(why));
+        whys[r] = why;
+    });
+    for (int r = 0; r < n; ++r) {
+        INFO("rank " << r << ": " << whys[r]);
+        CHECK(GW_CE_OK == rcs[r]);
+    }
 }
 
 /* Starts every rank's job (rank order) and polls them in turn until all are
@@ -111,12 +130,7 @@ void bcast_case(int n, int root, size_t elems, size_t seg, bool nonblocking)
     if (nonblocking) {
         drive(w, calls);
     } else {
-        on_threads(n, [&](int r) {
-            char why[256] = "";
-            const int rc = gw_ce_move_run(&w.transport(r), &calls[r], why, sizeof(why));
-            INFO("rank " << r << ": " << why);
-            CHECK(GW_CE_OK == rc);
-        });
+        run_blocking(w, calls);
     }
     for (int r = 0; r < n; ++r) CHECK(buf[r] == buf[root]);
     const bool chained = seg > 0 && seg < elems && n > 2;
@@ -198,12 +212,7 @@ void allgather_case(const std::vector<size_t> &bytes, int local, bool nonblockin
     if (nonblocking) {
         drive(w, calls);
     } else {
-        on_threads(n, [&](int r) {
-            char why[256] = "";
-            const int rc = gw_ce_move_run(&w.transport(r), &calls[r], why, sizeof(why));
-            INFO("rank " << r << ": " << why);
-            CHECK(GW_CE_OK == rc);
-        });
+        run_blocking(w, calls);
     }
     for (int r = 0; r < n; ++r) {
         Bytes want(extent_of(rb), kUnwritten);
@@ -272,12 +281,7 @@ void alltoall_case(int n, const std::function<size_t(int, int)> &c, int local, b
     if (nonblocking) {
         drive(w, calls);
     } else {
-        on_threads(n, [&](int r) {
-            char why[256] = "";
-            const int rc = gw_ce_move_run(&w.transport(r), &calls[r], why, sizeof(why));
-            INFO("rank " << r << ": " << why);
-            CHECK(GW_CE_OK == rc);
-        });
+        run_blocking(w, calls);
     }
     for (int i = 0; i < n; ++i) {
         Bytes want(extent_of(rb[i]), kUnwritten);
