@@ -39,6 +39,7 @@
  * Its NVLink teams: fake_team.c.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,9 @@ static struct fake_gpu {
     unsigned period; /* copies move on every period-th unfinished poll */
 } gpus[FAKE_GPUS] = {{.period = 2}, {.period = 8}};
 static bool open_;
+/* The copy queues: the collective engine's unit tests (tests/unit/coll) run
+ * one thread per rank, each copying on the simulated GPU. */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static long staging_lent, scratch_lent;
 
 int fake_fail(char *why, size_t why_len, const char *msg)
@@ -255,8 +259,10 @@ int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     const bool f = fail_injected(dst, len);
+    pthread_mutex_lock(&queue_lock);
     *ticket = enqueue(g, (pending_copy_t){.dst = dst, .src = src, .len = len, .fail = f});
     if (f && !g->failed) g->failed = *ticket;
+    pthread_mutex_unlock(&queue_lock);
     return 0;
 }
 
@@ -275,8 +281,10 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
 {
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     if (!gw_reduce_supported(op, type)) return fail(why, why_len, "fake device: no such kernel");
+    pthread_mutex_lock(&queue_lock);
     *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
                                                    .reduce = true, .op = op, .type = type});
+    pthread_mutex_unlock(&queue_lock);
     return 0;
 }
 
@@ -327,19 +335,17 @@ static int report_failure(struct fake_gpu *g, uint64_t ticket, char *why, size_t
     return fail(why, why_len, "fake device: copy failed (GWFAKE_FAIL_COPY_TO_DEVICE_BYTES)");
 }
 
-int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
+static int copy_wait_locked(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
-    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) return report_failure(g, ticket, why, why_len);
     complete_until(g, ticket);
     return 0;
 }
 
-int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
-                      size_t why_len)
+static int copy_done_locked(int gpu, uint64_t ticket, bool query_errors, bool *done,
+                            char *why, size_t why_len)
 {
-    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) {
         /* Never reached; only a query finds out why. */
@@ -353,6 +359,25 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
      * stops polling early finds stale device memory. */
     if (!*done && ++g->polls % g->period == 0) complete_until(g, ticket);
     return 0;
+}
+
+int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
+{
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    pthread_mutex_lock(&queue_lock);
+    const int rc = copy_wait_locked(gpu, ticket, why, why_len);
+    pthread_mutex_unlock(&queue_lock);
+    return rc;
+}
+
+int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
+                      size_t why_len)
+{
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    pthread_mutex_lock(&queue_lock);
+    const int rc = copy_done_locked(gpu, ticket, query_errors, done, why, why_len);
+    pthread_mutex_unlock(&queue_lock);
+    return rc;
 }
 
 void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*out)); }
