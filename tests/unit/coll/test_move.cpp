@@ -6,7 +6,7 @@
  * when their ticket is waited for or polled often enough: a call that
  * completes before its copy leaves the own block unwritten here.
  */
-#include <catch2/catch.hpp>
+#include "gw_catch.hpp"
 
 #include <cstdint>
 #include <functional>
