@@ -45,6 +45,17 @@ static void write_pid(const char *dir, int rank)
 
 #define PROBE_INTS 64
 
+/* A survivor that saw the failure stays until mpirun ends it: were it to exit
+ * first, a launcher that notices its exit before the victim's death (Open MPI
+ * 5's prterun on a busy machine) would name the survivor, not the killed
+ * rank. kill_rank.sh's 30 s limit still bounds the job. */
+static int survivor_exit(int code)
+{
+    fflush(stdout);
+    for (int i = 0; i < 20; i++) sleep(1);
+    return code;
+}
+
 /* The "probe" case, after MPI_Init; rank 0 is the victim. */
 static int probe_dead_source(int rank)
 {
@@ -88,8 +99,7 @@ static int probe_dead_source(int rank)
     }
     printf("kill_rank: rank 1: the transfer failed after %.2f s: %s (MPI_Probe); the message "
            "sent before the death received intact\n", MPI_Wtime() - start, text);
-    fflush(stdout);
-    return 3;
+    return survivor_exit(3);
 }
 
 int main(int argc, char **argv)
@@ -178,8 +188,7 @@ int main(int argc, char **argv)
         MPI_Error_string(rc, text, &len);
         printf("kill_rank: rank %d: the transfer failed after %.2f s: %s\n", rank,
                MPI_Wtime() - start, text);
-        fflush(stdout);
-        return 3;
+        return survivor_exit(3);
     }
     /* Completed: the victim was the receiver and the bytes had left, or it
      * was the sender and had finished. Either way the job must still end.
