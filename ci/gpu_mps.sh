@@ -9,7 +9,8 @@
 #           against the D2D + sync floor, 4 MiB bandwidth against the same
 #           window copied on the GPU
 #     hd    H D and D H from 1 MiB: OSU (pageable host buffers) and gwbench
-#           --mem (pinned) against cudaMemcpy of that kind of host memory
+#           --mem (pinned) against cudaMemcpy of that kind of host memory;
+#           pinned H D also through the slots (pml_gpuwire_shared_push 0)
 #     ar    osu_allreduce at 64 MiB against the HBM floor (every rank's input
 #           read and output written once, at the measured D2D rate)
 #     nb    osu_iallreduce -T mpi_float and osu_ibcast: overlap from 64 KiB
@@ -85,6 +86,9 @@ for r in $(seq "$REPS"); do
             done
         done
         run "pin_bw_PD_$r" "$(gw 2)" "$GWB" --mem PD -t bw -m 1M,4M,16M -i 50 -x 5
+        # The same through the slots (the sender's memcpy), for comparison.
+        run "pin_bw_PDslots_$r" "$(gw 2 --mca pml_gpuwire_shared_push 0)" "$GWB" --mem PD -t bw \
+            -m 1M,4M,16M -i 50 -x 5
         run "pin_bw_DP_$r" "$(gw 2)" "$GWB" --mem DP -t bw -m 1M,4M,16M -i 50 -x 5
     fi
     for np in $NPS; do
@@ -141,6 +145,10 @@ if want hd; then
             echo "| osu_latency ${m:0:1} ${m:1:1}, pageable (size / latency) | $b | $g | $f2 | $x | >= 0.8 | $(bar "$x" ge 0.8) |"
             g=$(medrun "pin_bw_$pin" $b); x=$(ratio "$g" "$q")
             echo "| gwbench bw ${m:0:1} ${m:1:1}, pinned | $b | $g | $q | $x | >= 0.8 | $(bar "$x" ge 0.8) |"
+            if [ $m = HD ]; then
+                g=$(medrun pin_bw_PDslots $b); x=$(ratio "$g" "$q")
+                echo "| gwbench bw H D, pinned, slots (pml_gpuwire_shared_push 0) | $b | $g | $q | $x | (for comparison) | - |"
+            fi
         done
     done
     echo

@@ -190,13 +190,13 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
  * ------------------------------------------------------------------------ */
 
 enum {
-    ST_SENT, ST_SENT_BYTES, ST_RECVD, ST_RECVD_BYTES, ST_HOST, ST_IPC, ST_STAGED, ST_SHARED, ST_GDR,
-    ST_RNDV_OUT, ST_CHUNKED, ST_PACER_WAIT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
+    ST_SENT, ST_SENT_BYTES, ST_RECVD, ST_RECVD_BYTES, ST_HOST, ST_IPC, ST_STAGED, ST_SHARED, ST_PUSH,
+    ST_GDR, ST_RNDV_OUT, ST_CHUNKED, ST_PACER_WAIT, ST_DEV_IN, ST_KIND_HIT, ST_KIND_MISS, ST_MAP_HIT, ST_MAP_NEW, ST_MAP_EVICT,
     ST_COLL_PASS, ST_COLL_GPU, ST_COLL_STAGED, ST_NCOLS
 };
 
 static const char *const stats_columns[ST_NCOLS] = {
-    "sent", "sent B", "recvd", "recvd B", "host", "ipc", "staged", "shm chunks", "gdr",
+    "sent", "sent B", "recvd", "recvd B", "host", "ipc", "staged", "shm chunks", "push", "gdr",
     "rndv out", "chunked", "paced wait", "dev in", "kind hit", "kind miss", "map hit", "map new", "map evict",
     "coll pass", "coll gpu", "coll staged",
 };
@@ -204,7 +204,8 @@ static const char *const stats_columns[ST_NCOLS] = {
 static const char stats_legend[] =
     "sent, recvd: messages (B: bytes); sent by path: host (UCX, host memory), ipc (CUDA IPC, "
     "NVLink where present), staged (GPU memory through host memory), shm chunks (chunks of staged "
-    "messages through shared staging slots to this node's processes), gdr (UCX on GPU memory)\n"
+    "messages through shared staging slots to this node's processes), push (host messages this "
+    "process copied into a receiver's GPU memory itself), gdr (UCX on GPU memory)\n"
     "rndv out: host messages sent by rendezvous; chunked: sent in chunks (staged device memory, "
     "paced sends), paced wait: admission attempts the pacer deferred; dev in: received into GPU memory; kind: memory-kind "
     "cache; map: CUDA IPC mappings of peer buffers (hit, new, evicted)\n"
@@ -227,6 +228,7 @@ static void stats_row(uint64_t row[ST_NCOLS])
     row[ST_IPC] = s.ipc_sends;
     row[ST_STAGED] = s.staged_sends;
     row[ST_SHARED] = s.shared_chunks;
+    row[ST_PUSH] = s.shared_push_sends;
     row[ST_GDR] = s.ucx_device_sends;
     row[ST_RNDV_OUT] = s.rndv_sends;
     row[ST_CHUNKED] = s.chunked_sends;

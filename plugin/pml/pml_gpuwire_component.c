@@ -118,11 +118,11 @@ static const gw_param_t params[] = {
           "Largest piece of a message through the shared staging slots (at most a slot): the "
           "sender's copy of one piece overlaps the receiver's copy of the one before; 0: a slot",
           NULL),
-    PBOOL(shared_push, false, 5,
+    PBOOL(shared_push, true, 5,
           "Host messages to a process of this node that receives them into GPU memory: the "
-          "sender copies into that buffer itself (mapped through CUDA IPC) instead of the slots "
-          "(not yet measured: off by default)"),
-    PSIZE(push_pageable_min, 2 << 20, 0, GW_PARAM_MAX_MESSAGE, 5,
+          "sender copies into that buffer itself (mapped through CUDA IPC; one DMA per piece "
+          "from pinned memory) instead of a CPU copy into the slots"),
+    PSIZE(push_pageable_min, 0, 0, GW_PARAM_MAX_MESSAGE, 5,
           "With pml_gpuwire_shared_push: smallest pageable host message copied that way "
           "(pinned ones always are); 0: pinned ones only",
           NULL),

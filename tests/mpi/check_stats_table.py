@@ -30,7 +30,7 @@ def expected_row(r, n):
     return {
         "sent": sent, "sent B": (2 + r) * SMALL + LARGE,
         "recvd": recvd, "recvd B": (2 + left) * SMALL + LARGE,
-        "host": sent, "ipc": 0, "staged": 0, "shm chunks": 0, "gdr": 0, "rndv out": 1, "dev in": 0,
+        "host": sent, "ipc": 0, "staged": 0, "shm chunks": 0, "push": 0, "gdr": 0, "rndv out": 1, "dev in": 0,
     }
 
 

@@ -141,6 +141,7 @@ gw_status_t Engine::init(std::string &why)
     path_.ipc_threshold = params_.ipc_threshold;
     path_.ipc_sync_max = params_.ipc_sync_max;
     path_.ipc_kernel_max = params_.ipc_kernel_max;
+    path_.push = PushConfig{params_.shared_push != 0, params_.push_pageable_min};
     if (params_.device_support) {
         DeviceConfig dc;
         dc.ipc_cache_entries = params_.ipc_cache_entries;

@@ -13,12 +13,25 @@ enum class Protocol {
     staged,     // device memory copied through host memory by gpuwire
 };
 
+// A host message into a same-node receiver's GPU memory (SendPath::host_shared):
+// whether the sender offers to copy it into that buffer itself (through the
+// receiver's CUDA IPC description, chunked_push.cpp) instead of a CPU copy
+// into a shared slot. Pinned memory: one DMA per piece, as the receiver of a
+// device message into pinned host memory copies it out of the sender's
+// mapping; pageable memory (cudaMemcpy stages it through the driver's own
+// buffers) only from pageable_min bytes, 0: never.
+struct PushConfig {
+    bool enabled = true;     // pml_gpuwire_shared_push
+    size_t pageable_min = 0; // pml_gpuwire_push_pageable_min
+};
+
 struct PathConfig {
     bool ipc_enabled = true;
     size_t ipc_threshold = 0;  // device messages of at least this size use IPC
     bool ucx_has_cuda = false; // the UCX in use reports CUDA memory support
     size_t ipc_sync_max = 16384; // IPC copies up to this size are waited for at once
     size_t ipc_kernel_max = size_t{64} << 20; // IPC copies into GPU memory: the copy kernel
+    PushConfig push;
 };
 
 struct SendTraits {
@@ -37,6 +50,11 @@ constexpr Protocol choose_protocol(const SendTraits &t, size_t len, const PathCo
     // descriptor may come instead of the data).
     if (c.ucx_has_cuda && !t.peer_local) return Protocol::ucx_device;
     return Protocol::staged;
+}
+
+constexpr bool push_host_message(bool pinned_host, size_t len, const PushConfig &c)
+{
+    return c.enabled && (pinned_host || (c.pageable_min && len >= c.pageable_min));
 }
 
 const char *protocol_name(Protocol p);

@@ -106,12 +106,12 @@ gw_status_t Engine::isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx
     case SendPath::host_paced: return start_chunked(guard, a, -1, true, false);
     case SendPath::host_shared:
         ++stats_.shared_host_sends;
-        // Pinned memory takes a DMA straight into the receiver's buffer; a
-        // large pageable one a cudaMemcpy (which stages it itself).
+        // Pinned memory takes a DMA straight into the receiver's buffer (a
+        // CPU copy into a slot runs at a fifth of its speed); a large
+        // pageable one a cudaMemcpy (which stages it itself) where asked.
         return start_chunked(guard, a, -1, false, true, false,
-                             params_.shared_push &&
-                                 (mi.kind == cuda::MemoryKind::pinned_host ||
-                                  (params_.push_pageable_min && len >= params_.push_pageable_min)));
+                             push_host_message(mi.kind == cuda::MemoryKind::pinned_host, len,
+                                               path_.push));
     case SendPath::ipc: return start_ipc(guard, a, mi);
     case SendPath::ucx_device: return start_ucx_device(guard, a);
     case SendPath::staged_shared:

@@ -2,6 +2,7 @@
 #include "gw_catch.hpp"
 
 #include "engine/protocol.hpp"
+#include "gpuwire/engine.h"
 
 using namespace gpuwire::engine;
 
@@ -41,4 +42,33 @@ TEST_CASE("protocol: a UCX that moves CUDA memory gets device pointers for other
     CHECK(choose_protocol(SendTraits{true, false, true}, 8, c) == Protocol::staged);
     c.ucx_has_cuda = false;
     CHECK(choose_protocol(SendTraits{true, true, false}, 1 << 20, c) == Protocol::staged);
+}
+
+TEST_CASE("protocol: a pinned host sender copies into a same-node receiver's GPU memory itself",
+          "[protocol]")
+{
+    // The engine's defaults: a pinned sender pushes (one DMA per piece into
+    // the receiver's mapped buffer, as a device message into pinned host
+    // memory is copied out of the sender's mapping); a CPU copy into a slot
+    // would run at a fifth of that. Pageable memory stays on the slots.
+    gw_engine_params_t p;
+    gw_engine_params_init(&p);
+    const PushConfig d{p.shared_push != 0, p.push_pageable_min};
+    CHECK(push_host_message(true, 32 << 10, d));
+    CHECK(push_host_message(true, size_t{64} << 20, d));
+    CHECK_FALSE(push_host_message(false, 1 << 20, d));
+    CHECK_FALSE(push_host_message(false, size_t{64} << 20, d));
+    // The engine's defaults are PushConfig's.
+    CHECK(d.enabled == PushConfig{}.enabled);
+    CHECK(d.pageable_min == PushConfig{}.pageable_min);
+
+    // pml_gpuwire_push_pageable_min: large pageable messages too.
+    const PushConfig pageable{true, size_t{2} << 20};
+    CHECK_FALSE(push_host_message(false, (size_t{2} << 20) - 1, pageable));
+    CHECK(push_host_message(false, size_t{2} << 20, pageable));
+    CHECK(push_host_message(true, 4096, pageable));
+    // pml_gpuwire_shared_push 0: every host message through the slots.
+    const PushConfig off{false, size_t{2} << 20};
+    CHECK_FALSE(push_host_message(true, 1 << 20, off));
+    CHECK_FALSE(push_host_message(false, size_t{64} << 20, off));
 }

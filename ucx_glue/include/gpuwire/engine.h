@@ -210,9 +210,10 @@ typedef struct {
      * memcpy of the one before. 0: a slot. */
     size_t shared_piece_bytes;
     /* Host messages through the slots to a receiver into GPU memory that
-     * CUDA IPC exports: nonzero lets the sender copy into that buffer itself,
-     * from pinned host memory (one DMA), or from pageable host memory of at
-     * least push_pageable_min bytes (0: never). */
+     * CUDA IPC exports: nonzero (the default) lets the sender copy into that
+     * buffer itself, from pinned host memory (one DMA per piece), or from
+     * pageable host memory of at least push_pageable_min bytes (0, the
+     * default: never). */
     int shared_push;
     size_t push_pageable_min;
 } gw_engine_params_t;
