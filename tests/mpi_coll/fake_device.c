@@ -27,6 +27,10 @@
  * Scratch (gw_coll_scratch_get) is that second kind too, as scratch is GPU
  * memory on a real one.
  *
+ * The queues, tickets and counts are the process's, as a GPU's are: the
+ * functions the collective engine calls take one lock (FAKE_LOCKED), so that
+ * the engine's unit tests may run ranks as threads of one process.
+ *
  * A second kind of "device memory" lets the device algorithms (reductions
  * over point-to-point, coll_gpuwire_devreduce.c) run here: a shared mapping
  * of a memfd named "gwfake-device" (see the harness's MEM_FAKEDEV_RW). The
@@ -38,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,18 @@
 #include "fake_device.h"
 
 #define fail fake_fail
+
+static pthread_mutex_t fake_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static void fake_unlock(int *unused)
+{
+    (void)unused;
+    pthread_mutex_unlock(&fake_mu);
+}
+/* Holds fake_mu until the end of the enclosing block. */
+#define FAKE_LOCKED                                                                          \
+    pthread_mutex_lock(&fake_mu);                                                            \
+    __attribute__((cleanup(fake_unlock))) int fake_locked_ = 0;                              \
+    (void)fake_locked_
 
 typedef struct {
     void *dst;
@@ -211,6 +228,7 @@ int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, cha
 
 int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len)
 {
+    FAKE_LOCKED;
     void *p = malloc(len ? len : 1);
     if (!p) return fail(why, why_len, "fake device: malloc failed");
     /* Garbage, so that a region copied in wrongly cannot pass by luck. */
@@ -222,6 +240,7 @@ int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why,
 
 void gw_coll_staging_put(gw_coll_host_buf_t *buf)
 {
+    FAKE_LOCKED;
     if (buf->ptr) {
         memset(buf->ptr, 0xEE, buf->len);
         free(buf->ptr);
@@ -253,6 +272,7 @@ static bool fail_injected(const void *dst, size_t len)
 int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len)
 {
+    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     const bool f = fail_injected(dst, len);
@@ -274,6 +294,7 @@ bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op,
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
                          int gpu, uint64_t *ticket, char *why, size_t why_len)
 {
+    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     if (!gw_reduce_supported(op, type)) return fail(why, why_len, "fake device: no such kernel");
     *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
@@ -287,6 +308,7 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
  * before it was written shows. */
 int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
 {
+    FAKE_LOCKED;
     (void)gpu;
     const size_t bytes = len ? len : 1;
     int fd = memfd_create("gwfake-device", 0);
@@ -305,6 +327,7 @@ int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, 
 
 void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
 {
+    FAKE_LOCKED;
     if (buf->owner) {
         memset(buf->ptr, 0xDD, buf->len);
         munmap(buf->owner, buf->len ? buf->len : 1);
@@ -330,6 +353,7 @@ static int report_failure(struct fake_gpu *g, uint64_t ticket, char *why, size_t
 
 int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
+    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) return report_failure(g, ticket, why, why_len);
@@ -340,6 +364,7 @@ int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
                       size_t why_len)
 {
+    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) {
