@@ -360,6 +360,12 @@ using gpuwire::cuda::detail::fail;
 
 namespace nvl = gpuwire::cuda::nvlink;
 
+// One-shot: every rank's slot holds what that rank contributes (allgather:
+// its block; bcast: the root's buffer; allreduce: its input).
+extern "C" bool gw_nvl_fits_slot(const gw_nvl_team_t* team, const gw_nvl_call_t* call) {
+  return call->bytes <= team->slot_bytes;
+}
+
 extern "C" bool gw_nvl_reduce_supported(int op, int type) {
   return op >= 0 && op < GW_OP_COUNT && type >= 0 && type < GW_TYPE_COUNT &&
          nvl::launchers[op][type] != nullptr;

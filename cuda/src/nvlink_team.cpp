@@ -11,13 +11,8 @@ extern "C" size_t gw_nvl_flags_bytes(void) {
 
 extern "C" int gw_nvl_barriers(const gw_nvl_call_t* call) { return call->direct ? 2 : 1; }
 
-// One-shot: every rank's slot holds what that rank contributes (allgather:
-// its block; bcast: the root's buffer; allreduce: its input).
-extern "C" bool gw_nvl_fits_slot(const gw_nvl_team_t* team, const gw_nvl_call_t* call) {
-  return call->bytes <= team->slot_bytes;
-}
-
 #if !GPUWIRE_HAVE_CUDA
+extern "C" bool gw_nvl_fits_slot(const gw_nvl_team_t*, const gw_nvl_call_t*) { return false; }
 extern "C" bool gw_nvl_reduce_supported(int, int) { return false; }
 extern "C" int gw_nvl_launch(const gw_nvl_team_t*, const gw_nvl_call_t*, void*, char* why,
                              size_t why_len) {

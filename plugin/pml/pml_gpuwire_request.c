@@ -33,7 +33,7 @@ static inline mca_pml_gpuwire_request_t *from_gw(gw_request_t *g)
 
 /* Out of line and cold: its name buffer would give every send a stack
  * protector's canary (the build is hardened). */
-static __attribute__((noinline, cold)) int pml_gw_peer_refused(ompi_communicator_t *comm, int rank)
+__attribute__((noinline, cold)) int pml_gw_peer_refused(ompi_communicator_t *comm, int rank)
 {
     /* Communicators made by MPI_Comm_spawn/connect have no name. */
     char name[64];
@@ -44,18 +44,6 @@ static __attribute__((noinline, cold)) int pml_gw_peer_refused(ompi_communicator
     }
     gw_help(GW_HELP_OTHER_JOB, rank, name);
     return MPI_ERR_UNSUPPORTED_OPERATION;
-}
-
-int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
-{
-    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
-    if (OPAL_UNLIKELY(NULL == proc)) return MPI_ERR_RANK;
-    if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
-                      proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers)) {
-        return pml_gw_peer_refused(comm, rank);
-    }
-    *peer = proc->super.proc_name.vpid;
-    return MPI_SUCCESS;
 }
 
 mca_pml_gpuwire_request_t *pml_gw_request_get(int kind, uint8_t flags, void *buf, size_t count,

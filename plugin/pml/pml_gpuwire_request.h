@@ -11,6 +11,7 @@
 #define PML_GPUWIRE_REQUEST_H
 
 #include "pml_gpuwire.h"
+#include "ompi/proc/proc.h"
 #include "pml_gpuwire_datatype.h"
 
 enum { PML_GW_SEND = 1, PML_GW_RECV = 2 };
@@ -76,8 +77,27 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req);
 /* pml_start: MPI_Start / MPI_Startall. */
 int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests);
 
-/* Translates (comm, rank) into the engine's process index. */
-int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer);
+/* A rank of another job (MPI_Comm_spawn/connect): one line, the error. */
+int pml_gw_peer_refused(ompi_communicator_t *comm, int rank);
+
+/* Translates (comm, rank) into the engine's process index. Inline: it is
+ * part of every send. */
+static inline int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_t *peer)
+{
+    ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+    /* *peer is set on every path: inlined, the compiler cannot see that
+     * the callers read it only on success. */
+    if (OPAL_UNLIKELY(NULL == proc)) {
+        *peer = 0;
+        return MPI_ERR_RANK;
+    }
+    *peer = proc->super.proc_name.vpid;
+    if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
+                      *peer >= mca_pml_gpuwire.npeers)) {
+        return pml_gw_peer_refused(comm, rank);
+    }
+    return MPI_SUCCESS;
+}
 
 /* Prepares the bytes of a send: the user's buffer when contiguous, else a
  * staging buffer (from the attached bsend buffer in buffered mode; a device

@@ -27,10 +27,6 @@
  * Scratch (gw_coll_scratch_get) is that second kind too, as scratch is GPU
  * memory on a real one.
  *
- * The queues, tickets and counts are the process's, as a GPU's are: the
- * functions the collective engine calls take one lock (FAKE_LOCKED), so that
- * the engine's unit tests may run ranks as threads of one process.
- *
  * A second kind of "device memory" lets the device algorithms (reductions
  * over point-to-point, coll_gpuwire_devreduce.c) run here: a shared mapping
  * of a memfd named "gwfake-device" (see the harness's MEM_FAKEDEV_RW). The
@@ -39,16 +35,15 @@
  * reduce_start, whose "kernels" are queued with the copies and run late,
  * exactly like them: an algorithm that sends a result before waiting for its
  * ticket sends stale bytes.
+ *
+ * Its NVLink teams: fake_team.c.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gpuwire/gpu_device.h"
@@ -56,18 +51,6 @@
 #include "fake_device.h"
 
 #define fail fake_fail
-
-static pthread_mutex_t fake_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-static void fake_unlock(int *unused)
-{
-    (void)unused;
-    pthread_mutex_unlock(&fake_mu);
-}
-/* Holds fake_mu until the end of the enclosing block. */
-#define FAKE_LOCKED                                                                          \
-    pthread_mutex_lock(&fake_mu);                                                            \
-    __attribute__((cleanup(fake_unlock))) int fake_locked_ = 0;                              \
-    (void)fake_locked_
 
 typedef struct {
     void *dst;
@@ -92,6 +75,9 @@ static struct fake_gpu {
     unsigned period; /* copies move on every period-th unfinished poll */
 } gpus[FAKE_GPUS] = {{.period = 2}, {.period = 8}};
 static bool open_;
+/* The copy queues: the collective engine's unit tests (tests/unit/coll) run
+ * one thread per rank, each copying on the simulated GPU. */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static long staging_lent, scratch_lent;
 
 int fake_fail(char *why, size_t why_len, const char *msg)
@@ -228,7 +214,6 @@ int gw_coll_device_classify(const void *ptr, size_t len, gw_coll_mem_t *out, cha
 
 int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why, size_t why_len)
 {
-    FAKE_LOCKED;
     void *p = malloc(len ? len : 1);
     if (!p) return fail(why, why_len, "fake device: malloc failed");
     /* Garbage, so that a region copied in wrongly cannot pass by luck. */
@@ -240,7 +225,6 @@ int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why,
 
 void gw_coll_staging_put(gw_coll_host_buf_t *buf)
 {
-    FAKE_LOCKED;
     if (buf->ptr) {
         memset(buf->ptr, 0xEE, buf->len);
         free(buf->ptr);
@@ -272,12 +256,13 @@ static bool fail_injected(const void *dst, size_t len)
 int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len)
 {
-    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     const bool f = fail_injected(dst, len);
+    pthread_mutex_lock(&queue_lock);
     *ticket = enqueue(g, (pending_copy_t){.dst = dst, .src = src, .len = len, .fail = f});
     if (f && !g->failed) g->failed = *ticket;
+    pthread_mutex_unlock(&queue_lock);
     return 0;
 }
 
@@ -294,11 +279,12 @@ bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op,
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,
                          int gpu, uint64_t *ticket, char *why, size_t why_len)
 {
-    FAKE_LOCKED;
     if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     if (!gw_reduce_supported(op, type)) return fail(why, why_len, "fake device: no such kernel");
+    pthread_mutex_lock(&queue_lock);
     *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
                                                    .reduce = true, .op = op, .type = type});
+    pthread_mutex_unlock(&queue_lock);
     return 0;
 }
 
@@ -308,7 +294,6 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
  * before it was written shows. */
 int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
 {
-    FAKE_LOCKED;
     (void)gpu;
     const size_t bytes = len ? len : 1;
     int fd = memfd_create("gwfake-device", 0);
@@ -327,7 +312,6 @@ int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, 
 
 void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
 {
-    FAKE_LOCKED;
     if (buf->owner) {
         memset(buf->ptr, 0xDD, buf->len);
         munmap(buf->owner, buf->len ? buf->len : 1);
@@ -351,21 +335,17 @@ static int report_failure(struct fake_gpu *g, uint64_t ticket, char *why, size_t
     return fail(why, why_len, "fake device: copy failed (GWFAKE_FAIL_COPY_TO_DEVICE_BYTES)");
 }
 
-int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
+static int copy_wait_locked(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
-    FAKE_LOCKED;
-    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) return report_failure(g, ticket, why, why_len);
     complete_until(g, ticket);
     return 0;
 }
 
-int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
-                      size_t why_len)
+static int copy_done_locked(int gpu, uint64_t ticket, bool query_errors, bool *done,
+                            char *why, size_t why_len)
 {
-    FAKE_LOCKED;
-    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
     struct fake_gpu *g = &gpus[gpu];
     if (g->failed && g->failed <= ticket) {
         /* Never reached; only a query finds out why. */
@@ -381,293 +361,26 @@ int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, c
     return 0;
 }
 
-void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*out)); }
-
-/* NVLink teams. By default the simulated GPU has no peer GPU to map. With
- * GW_FAKE_NVLINK_PARTIAL set, even ranks open a team and odd ranks do not,
- * so that the ranks must agree to decline (the communicator's calls then go
- * to the algorithms over point-to-point on every rank).
- *
- * With GW_FAKE_NVLINK=1 every rank opens a simulated team: each rank's
- * "workspace" is a memfd the others map through /proc/<pid>/fd (two slots
- * of slot_bytes after two counters), and a started call is the one-shot
- * kernel done by the CPU, in steps, from team_done (as a GPU runs a stream's
- * kernels in order): copy this rank's input into its slot and announce
- * arrival; once every rank's has come, read the others' slots (reduce in
- * rank order, so every rank gets the same bits) and announce departure;
- * once every rank's has come, the call is done (a slot is reused two calls
- * later). team_run starts a call and polls it to the end. The direct form
- * maps nothing. */
-enum { FAKE_TEAM_HEAD = 128 };
-
-typedef struct {
-    uint32_t magic, rank;
-    int32_t pid, fd;
-    uint64_t slot_bytes;
-} fake_team_desc_t;
-#define FAKE_TEAM_MAGIC 0x47574654u /* "GWFT" */
-
-/* A started call, in the team's FIFO. */
-typedef struct fake_team_call {
-    gw_coll_team_call_t c;
-    uint64_t seq;
-    int step;               /* 0 not begun, 1 arrived, 2 departed */
-    struct timespec since;  /* the current step's start, for the timeout */
-    struct fake_team_call *next;
-} fake_team_call_t;
-
-struct gw_coll_team {
-    int gpu, rank, nranks, fd;
-    size_t slot, seg_bytes;
-    double timeout_s;
-    uint64_t calls, finished;
-    bool failed;
-    fake_team_call_t *first, *last; /* started, not finished */
-    char *seg[FAKE_TEAM_MAX];       /* every rank's workspace, mine included */
-};
-
-
-static volatile uint64_t *team_counter(char *seg, int which) /* 0 arrived, 1 departed */
+int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
-    return (volatile uint64_t *)(seg + 64 * which);
-}
-static char *team_slot(const gw_coll_team_t *t, int rank, int slot)
-{
-    return t->seg[rank] + FAKE_TEAM_HEAD + (size_t)slot * t->slot;
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    pthread_mutex_lock(&queue_lock);
+    const int rc = copy_wait_locked(gpu, ticket, why, why_len);
+    pthread_mutex_unlock(&queue_lock);
+    return rc;
 }
 
-static void team_unmap_all(gw_coll_team_t *t)
-{
-    for (int r = 0; r < FAKE_TEAM_MAX; ++r) {
-        if (t->seg[r]) munmap(t->seg[r], t->seg_bytes);
-        t->seg[r] = NULL;
-    }
-}
-
-int gw_coll_team_open(int gpu, int rank, int nranks, size_t slot_bytes, double timeout_s,
-                      gw_coll_team_t **out, void *desc, char *why, size_t why_len)
-{
-    memset(desc, 0, GW_COLL_TEAM_DESC_BYTES);
-    *out = NULL;
-    if (NULL != getenv("GW_FAKE_NVLINK_PARTIAL")) {
-        if (rank % 2 != 0) return fail(why, why_len, "the simulated GPU has no NVLink peers");
-        *out = calloc(1, sizeof(**out));
-        if (NULL == *out) return -1;
-        (*out)->gpu = gpu;
-        (*out)->fd = -1;
-        return 0;
-    }
-    const char *on = getenv("GW_FAKE_NVLINK");
-    if (NULL == on || 1 != atoi(on)) return fail(why, why_len, "the simulated GPU has no NVLink peers");
-    if (nranks > FAKE_TEAM_MAX) return fail(why, why_len, "fake team: too many ranks");
-    gw_coll_team_t *t = calloc(1, sizeof(*t));
-    if (NULL == t) return fail(why, why_len, "fake team: out of memory");
-    t->gpu = gpu;
-    t->rank = rank;
-    t->nranks = nranks;
-    t->slot = slot_bytes;
-    t->seg_bytes = FAKE_TEAM_HEAD + 2 * slot_bytes;
-    t->timeout_s = timeout_s;
-    t->fd = memfd_create("gwfake-team", 0);
-    if (t->fd < 0 || ftruncate(t->fd, (off_t)t->seg_bytes) != 0) {
-        if (t->fd >= 0) close(t->fd);
-        free(t);
-        return fail(why, why_len, "fake team: memfd");
-    }
-    t->seg[rank] = mmap(NULL, t->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
-    if (MAP_FAILED == t->seg[rank]) {
-        t->seg[rank] = NULL;
-        close(t->fd);
-        free(t);
-        return fail(why, why_len, "fake team: mmap");
-    }
-    fake_team_desc_t d = {FAKE_TEAM_MAGIC, (uint32_t)rank, (int32_t)getpid(), t->fd, slot_bytes};
-    memcpy(desc, &d, sizeof(d));
-    *out = t;
-    return 0;
-}
-
-int gw_coll_team_connect(gw_coll_team_t *t, const void *descs, const uint32_t *peer_ids,
-                         bool shared_gpu, char *why, size_t why_len)
-{
-    (void)peer_ids;
-    (void)shared_gpu;
-    if (t->fd < 0) return 0; /* GW_FAKE_NVLINK_PARTIAL: never runs */
-    for (int r = 0; r < t->nranks; ++r) {
-        if (r == t->rank) continue;
-        fake_team_desc_t d;
-        memcpy(&d, (const char *)descs + (size_t)r * GW_COLL_TEAM_DESC_BYTES, sizeof(d));
-        if (d.magic != FAKE_TEAM_MAGIC || d.rank != (uint32_t)r || d.slot_bytes != t->slot) {
-            team_unmap_all(t);
-            return fail(why, why_len, "fake team: a peer has no team");
-        }
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/fd/%d", d.pid, d.fd);
-        int fd = open(path, O_RDWR);
-        if (fd < 0) {
-            team_unmap_all(t);
-            return fail(why, why_len, "fake team: cannot open a peer's workspace");
-        }
-        t->seg[r] = mmap(NULL, t->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (MAP_FAILED == t->seg[r]) {
-            t->seg[r] = NULL;
-            team_unmap_all(t);
-            return fail(why, why_len, "fake team: cannot map a peer's workspace");
-        }
-    }
-    return 0;
-}
-
-void gw_coll_team_close(gw_coll_team_t *t)
-{
-    if (NULL == t) return;
-    fake_board_close(t);
-    while (NULL != t->first) {
-        fake_team_call_t *c = t->first;
-        t->first = c->next;
-        free(c);
-    }
-    team_unmap_all(t);
-    if (t->fd >= 0) close(t->fd);
-    free(t);
-}
-
-int gw_coll_team_gpu(const gw_coll_team_t *t) { return t->gpu; }
-size_t gw_coll_team_slot_bytes(const gw_coll_team_t *t) { return t->slot; }
-
-/* Whether counter `which` of every rank has reached seq. */
-static bool team_all_reached(const gw_coll_team_t *t, int which, uint64_t seq)
-{
-    for (int r = 0; r < t->nranks; ++r) {
-        if (__atomic_load_n(team_counter(t->seg[r], which), __ATOMIC_ACQUIRE) < seq) return false;
-    }
-    return true;
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + 1e-9 * (double)(now.tv_nsec - t0->tv_nsec);
-}
-
-/* A synchronous copy to or from simulated device memory. */
-static void dev_copy(void *dst, const void *src, size_t len)
-{
-    pending_copy_t c = {.dst = dst, .src = src, .len = len};
-    do_copy(&c);
-}
-
-/* The "kernel" of one call after every rank's input is in its slot. */
-static int team_compute(gw_coll_team_t *t, const gw_coll_team_call_t *c, int slot, char *why,
-                        size_t why_len)
-{
-    if (GW_COLL_TEAM_ALLREDUCE == c->coll) {
-        const size_t es = gw_reduce_type_size(c->type), count = es ? c->bytes / es : 0;
-        char *acc = malloc(c->bytes ? c->bytes : 1);
-        if (NULL == acc) return fail(why, why_len, "fake team: out of memory");
-        memcpy(acc, team_slot(t, 0, slot), c->bytes);
-        for (int r = 1; r < t->nranks; ++r) {
-            if (0 != gw_host_reduce3(c->op, c->type, acc, team_slot(t, r, slot), acc, count, why,
-                                     why_len)) {
-                free(acc);
-                return -1;
-            }
-        }
-        dev_copy(c->out, acc, c->bytes);
-        free(acc);
-    } else if (GW_COLL_TEAM_BCAST == c->coll) {
-        if (t->rank != c->root) dev_copy(c->out, team_slot(t, c->root, slot), c->bytes);
-    } else {
-        for (int r = 0; r < t->nranks; ++r) {
-            dev_copy((char *)c->out + (size_t)r * c->bytes, team_slot(t, r, slot), c->bytes);
-        }
-    }
-    return 0;
-}
-
-/* Runs the started calls in order as far as the peers allow, without
- * waiting. A call that waits longer than the timeout fails the team. */
-static int team_advance(gw_coll_team_t *t, char *why, size_t why_len)
-{
-    while (!t->failed && NULL != t->first) {
-        fake_team_call_t *k = t->first;
-        const int slot = (int)(k->seq & 1), me = t->rank;
-        if (0 == k->step) {
-            if (GW_COLL_TEAM_BCAST != k->c.coll || me == k->c.root) {
-                dev_copy(team_slot(t, me, slot), k->c.in, k->c.bytes);
-            }
-            __atomic_store_n(team_counter(t->seg[me], 0), k->seq, __ATOMIC_RELEASE);
-            clock_gettime(CLOCK_MONOTONIC, &k->since);
-            k->step = 1;
-        }
-        const int which = k->step - 1;
-        if (!team_all_reached(t, which, k->seq)) {
-            if (seconds_since(&k->since) > t->timeout_s) {
-                t->failed = true;
-                return fail(why, why_len, "fake team: a peer did not arrive in time");
-            }
-            return 0;
-        }
-        if (1 == k->step) {
-            if (0 != team_compute(t, &k->c, slot, why, why_len)) {
-                t->failed = true;
-                return -1;
-            }
-            __atomic_store_n(team_counter(t->seg[me], 1), k->seq, __ATOMIC_RELEASE);
-            clock_gettime(CLOCK_MONOTONIC, &k->since);
-            k->step = 2;
-            continue;
-        }
-        t->finished = k->seq;
-        t->first = k->next;
-        if (NULL == t->first) t->last = NULL;
-        free(k);
-    }
-    return t->failed ? fail(why, why_len, "fake team: failed earlier") : 0;
-}
-
-int gw_coll_team_start(gw_coll_team_t *t, const gw_coll_team_call_t *c, uint64_t *ticket,
-                       char *why, size_t why_len)
-{
-    if (t->fd < 0) return fail(why, why_len, "the simulated GPU runs no NVLink kernel");
-    if (c->direct || c->bytes > t->slot) return fail(why, why_len, "fake team: one-shot only");
-    if (t->failed) return fail(why, why_len, "fake team: failed earlier");
-    fake_team_call_t *k = calloc(1, sizeof(*k));
-    if (NULL == k) return fail(why, why_len, "fake team: out of memory");
-    k->c = *c;
-    k->seq = ++t->calls;
-    if (NULL == t->last) {
-        t->first = k;
-    } else {
-        t->last->next = k;
-    }
-    t->last = k;
-    *ticket = k->seq;
-    return 0;
-}
-
-int gw_coll_team_done(gw_coll_team_t *t, uint64_t ticket, bool query, bool *done, char *why,
+int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, bool *done, char *why,
                       size_t why_len)
 {
-    (void)query;
-    if (0 != team_advance(t, why, why_len)) return -1;
-    *done = t->finished >= ticket;
-    return 0;
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    pthread_mutex_lock(&queue_lock);
+    const int rc = copy_done_locked(gpu, ticket, query_errors, done, why, why_len);
+    pthread_mutex_unlock(&queue_lock);
+    return rc;
 }
 
-int gw_coll_team_run(gw_coll_team_t *t, const gw_coll_team_call_t *c, char *why, size_t why_len)
-{
-    uint64_t ticket = 0;
-    bool done = false;
-    if (0 != gw_coll_team_start(t, c, &ticket, why, why_len)) return -1;
-    for (;;) {
-        if (0 != gw_coll_team_done(t, ticket, false, &done, why, why_len)) return -1;
-        if (done) return 0;
-        sched_yield();
-    }
-}
+void gw_coll_device_stats(gw_coll_device_stats_t *out) { memset(out, 0, sizeof(*out)); }
 
 /* As the real device part: one mapping cache per process, always. */
 bool gw_coll_ipc_shared(void) { return true; }
@@ -676,20 +389,9 @@ bool gw_coll_ipc_shared(void) { return true; }
 
 bool fake_is_device(const void *p) { return FAKE_HOST != kind_of(p); }
 
-bool gw_coll_team_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
-
-int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_descs, char *why,
-                     size_t why_len)
+/* A synchronous copy to or from simulated device memory (fake_team.c). */
+void fake_dev_copy(void *dst, const void *src, size_t len)
 {
-    (void)t;
-    (void)in_descs;
-    (void)out_descs;
-    snprintf(why, why_len, "the simulated GPU maps nothing");
-    return -1;
+    pending_copy_t c = {.dst = dst, .src = src, .len = len};
+    do_copy(&c);
 }
-
-void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
-
-bool fake_team_open(const gw_coll_team_t *t) { return t->fd >= 0; }
-int fake_team_rank(const gw_coll_team_t *t) { return t->rank; }
-int fake_team_nranks(const gw_coll_team_t *t) { return t->nranks; }

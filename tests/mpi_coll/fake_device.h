@@ -1,5 +1,6 @@
 /*
- * What the simulated GPU's files share (fake_device.c, fake_device_board.c).
+ * What the simulated GPU's files share (fake_device.c, fake_team.c,
+ * fake_device_board.c).
  */
 #ifndef GPUWIRE_TESTS_FAKE_DEVICE_H
 #define GPUWIRE_TESTS_FAKE_DEVICE_H
@@ -13,7 +14,7 @@ enum { FAKE_TEAM_MAX = 8 };
 
 /* msg into why; -1. */
 int fake_fail(char *why, size_t why_len, const char *msg);
-/* The simulated team (fake_device.c). */
+/* The simulated team (fake_team.c). */
 bool fake_team_open(const gw_coll_team_t *t);
 int fake_team_rank(const gw_coll_team_t *t);
 int fake_team_nranks(const gw_coll_team_t *t);
@@ -24,6 +25,8 @@ bool fake_delegate(void);
 int fake_board_describe(const void *ptr, size_t len, void *desc);
 /* Whether p is memory of the simulated GPU (either kind). */
 bool fake_is_device(const void *p);
+/* A synchronous copy to or from it (fake_device.c). */
+void fake_dev_copy(void *dst, const void *src, size_t len);
 void fake_board_close(gw_coll_team_t *t);
 
 #endif

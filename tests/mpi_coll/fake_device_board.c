@@ -1,7 +1,8 @@
 /*
  * The simulated GPU's delegated NVLink form (gpuwire/gpu_device.h: the
- * board of a team on one GPU), beside fake_device.c, whose header comment
- * describes the rest of the simulated device.
+ * board of a team on one GPU), beside fake_team.c (the team itself) and
+ * fake_device.c, whose header comment describes the rest of the simulated
+ * device.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 /* Look-up of Open MPI's PMPI functions, classification and staging for the
- * wrappers (gw_mpi.h); MPI_Finalize, where the layer gives its reference on
- * the GPU context back. */
+ * wrappers (gw_mpi.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -96,14 +95,4 @@ int gw_stage_end(gw_stage_t *st, int copy_out)
     gw_dev_host_free(st->temp);
     st->temp = NULL;
     return rc;
-}
-
-/* Before Open MPI's finalize: the components, which took their references
- * on the GPU context in MPI_Init, give theirs back in it, so the last release
- * (the one that destroys the context) stays where it is without this layer. */
-GW_EXPORT int MPI_Finalize(void)
-{
-    gw_pb_release_all();
-    gw_dev_close();
-    return GW_PMPI(Finalize);
 }

@@ -68,7 +68,7 @@ int gw_stage_begin(gw_stage_t *st, const void *buf, int is_device, MPI_Count cou
 int gw_stage_end(gw_stage_t *st, int copy_out);
 
 /* Releases the stand-ins of persistent buffered sends never freed
- * (bsend_init.c; MPI_Finalize). */
+ * (bsend_init.c; MPI_Finalize, finalize.c). */
 void gw_pb_release_all(void);
 
 /* Prints one line naming the call and why, returns code. */

@@ -20,6 +20,7 @@ Engine::Engine(const gw_engine_params_t &params)
       local_(params.npeers, -1)
 {
     done_.reserve(64);
+    device_recv_rp_.memory_type = UCS_MEMORY_TYPE_CUDA;
 }
 
 void Engine::log(int level, const char *fmt, ...)

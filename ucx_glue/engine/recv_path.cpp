@@ -28,31 +28,6 @@ T *op_of(gw_request_t *req)
 // Receiving
 // ---------------------------------------------------------------------------
 
-RecvOp *Engine::start_recv(gw_request_t *req, void *buf, size_t cap)
-{
-    auto *op = new (req->priv) RecvOp;
-    op->buf = buf;
-    op->cap = cap;
-    op->req = req;
-    op->engine = this;
-    op->ucx_req = nullptr;
-    op->landing = buf;
-    op->bounce = nullptr;
-    op->ack_id = 0;
-    op->ack_peer = 0;
-    op->device = -1;
-    op->done = 0;
-    op->saved = 0;
-    op->pinned = 0;
-    op->direct = 0;
-    op->host_pinned = 0;
-    op->layout = 0;
-    op->peer_gone = 0;
-    op->ctx = 0;
-    op->source = GW_ANY_SOURCE;
-    return op;
-}
-
 // Whether UCX may write a device receive from (ctx, source) into the GPU
 // buffer itself: it moves CUDA memory and the sender is one process on
 // another node. From there a control message is only a chunked transfer's
@@ -69,7 +44,8 @@ bool Engine::lands_on_device(uint32_t ctx, int32_t source)
            peer < peers_.size() && !peer_local(peer);
 }
 
-bool Engine::prepare_landing(RecvOp *op)
+// Inline into irecv (as post): the receive's fast path is one frame.
+[[gnu::always_inline]] inline bool Engine::prepare_landing(RecvOp *op)
 {
     if (op->direct && op->cap >= kBlockBytes) {
         op->landing = op->buf;
@@ -117,16 +93,18 @@ static size_t landing_bytes(const RecvOp *op)
     return op->landing == op->buf ? op->cap : (op->bounce ? op->cap : kBlockBytes);
 }
 
-void Engine::post(RecvOp *op, uint32_t ctx, int32_t source, int32_t tag)
+[[gnu::always_inline]] inline void Engine::post(RecvOp *op, uint32_t ctx, int32_t source,
+                                                int32_t tag)
 {
     uint64_t t, mask;
     make_recv_tag(ctx, source, tag, tag == GW_ANY_TAG, t, mask);
-    ucp_request_param_t rp = recv_param(&Engine::on_recv_done, op);
-    if (op->direct) rp.memory_type = UCS_MEMORY_TYPE_CUDA;
+    // Not on the stack: no canary in irecv's frame.
+    ucp_request_param_t *rp = op->direct ? &device_recv_rp_ : &host_recv_rp_;
+    rp->user_data = op;
     op->ctx = ctx;
     op->source = source;
     in_ucx_.push_back(op);
-    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, &rp);
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, op->landing, landing_bytes(op), t, mask, rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "receive could not be posted: %s", ucs_status_string(UCS_PTR_STATUS(r)));
         in_ucx_.remove(op);
@@ -181,8 +159,11 @@ bool Engine::sender_is(uint64_t sender_tag, uint32_t peer)
     return true;
 }
 
-// UCX delivered a message into op->landing.
-void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, size_t length)
+// UCX delivered a message into op->landing. Inline into on_recv_done, its
+// only caller; whatever needs a larger frame (errors, GPU buffers) is out
+// of line.
+[[gnu::always_inline]] inline void Engine::finish_recv(RecvOp *op, ucs_status_t status,
+                                                       uint64_t sender_tag, size_t length)
 {
     gw_request_t *req = op->req;
     req->source = rank_of(sender_tag);
@@ -195,44 +176,12 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
         if (finish_unusual(op, status, sender_tag, length)) return;
     }
     req->length = length;
-    if (status != UCS_OK || length > op->cap) {
-        release_landing(op);
-        if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
-            log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", length,
-                op->cap);
-            complete(req, GW_ERR_TRUNCATE);
-        } else {
-            complete(req, from_ucs(status));
-        }
-        return;
-    }
+    if (status != UCS_OK || length > op->cap) [[unlikely]]
+        return finish_failed(op, status, length);
     stats_.bytes_received += length;
     gw_status_t st = GW_OK;
-    if (op->direct) {
-        ++stats_.device_recvs;
-        ++stats_.ucx_device_recvs;
-    } else if (op->device >= 0) {
-        ++stats_.device_recvs;
-        uint32_t from;
-        if ((length >= params_.shared_staging_min || hinted_host_any_) && params_.peer_of_rank &&
-            params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
-                                 &from) == 0 && from < peers_.size()) [[unlikely]] {
-            // A peer we told that we take its device messages into host memory
-            // may stage the small ones; this one landed in GPU memory: a hint
-            // into GPU memory (owed again) sends it back to CUDA IPC.
-            Peer &p = peers_[from];
-            const bool back = p.hinted_host;
-            if (back) p.hinted_host = p.hinted_device = false;
-            if (back || length >= params_.shared_staging_min) hint_kind(from, kHintIntoDevice);
-        }
-        // From a pinned landing one DMA; from the heap through pinned chunks.
-        cuda::Status s =
-            op->pinned ? dev_->copy_sync(op->buf, op->landing, length, op->device)
-                       : dev_->copy_via_pinned(op->buf, op->landing, length, op->device, true);
-        if (!s) {
-            log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
-            st = GW_ERR_TRANSPORT;
-        }
+    if (op->direct || op->device >= 0) [[unlikely]] {
+        st = finish_on_device(op, sender_tag, length);
     } else if (op->layout) {
         if (!finish_layout_recv(op, length)) st = GW_ERR_TRANSPORT;
     } else if (op->landing != op->buf && length) {
@@ -240,6 +189,51 @@ void Engine::finish_recv(RecvOp *op, ucs_status_t status, uint64_t sender_tag, s
     }
     release_landing(op);
     complete(req, st);
+}
+
+// An error, or a message longer than the buffer.
+void Engine::finish_failed(RecvOp *op, ucs_status_t status, size_t length)
+{
+    release_landing(op);
+    if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
+        log(GW_LOG_INFO, "message of %zu bytes truncated: receive buffer holds %zu", length,
+            op->cap);
+        complete(op->req, GW_ERR_TRUNCATE);
+    } else {
+        complete(op->req, from_ucs(status));
+    }
+}
+
+// Data into GPU memory: written there by UCX (direct), or landed in host
+// memory and copied up.
+gw_status_t Engine::finish_on_device(RecvOp *op, uint64_t sender_tag, size_t length)
+{
+    ++stats_.device_recvs;
+    if (op->direct) {
+        ++stats_.ucx_device_recvs;
+        return GW_OK;
+    }
+    uint32_t from;
+    if ((length >= params_.shared_staging_min || hinted_host_any_) && params_.peer_of_rank &&
+        params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag),
+                             &from) == 0 && from < peers_.size()) [[unlikely]] {
+        // A peer we told that we take its device messages into host memory
+        // may stage the small ones; this one landed in GPU memory: a hint
+        // into GPU memory (owed again) sends it back to CUDA IPC.
+        Peer &p = peers_[from];
+        const bool back = p.hinted_host;
+        if (back) p.hinted_host = p.hinted_device = false;
+        if (back || length >= params_.shared_staging_min) hint_kind(from, kHintIntoDevice);
+    }
+    // From a pinned landing one DMA; from the heap through pinned chunks.
+    cuda::Status s = op->pinned
+                         ? dev_->copy_sync(op->buf, op->landing, length, op->device)
+                         : dev_->copy_via_pinned(op->buf, op->landing, length, op->device, true);
+    if (!s) {
+        log(GW_LOG_ERROR, "host-to-device copy failed: %s", s.message().c_str());
+        return GW_ERR_TRANSPORT;
+    }
+    return GW_OK;
 }
 
 // finish_recv's rare cases: the teardown (the worker's last progress: no
@@ -364,7 +358,7 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
 }
 
 gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32_t tag,
-                          void *buf, size_t cap)
+                          void *buf, size_t cap) noexcept
 {
     RecvOp *op = start_recv(req, buf, cap);
     std::unique_lock<EngineLock> guard(lock_);
@@ -383,8 +377,11 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
         post(op, ctx, source, tag);
     }
     flush_copies();
+    // Completions queued (not those of blocking receives, which run inline)?
+    const bool any_done = done_head_ != done_.size();
     guard.unlock();
-    run_completions();
+    if (any_done) [[unlikely]]
+        run_completions();
     return GW_OK;
 }
 

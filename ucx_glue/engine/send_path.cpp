@@ -85,8 +85,10 @@ SendPath Engine::staged_path(uint32_t peer, size_t len, int device, unsigned fla
     return SendPath::staged_whole;
 }
 
-gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
-                          int32_t tag, const void *buf, size_t len, unsigned flags)
+// isend's fast path is inline (host_path.hpp); every other send starts here.
+gw_status_t Engine::isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx,
+                                  int32_t my_rank, int32_t tag, const void *buf, size_t len,
+                                  unsigned flags)
 {
     if (peer >= peers_.size()) return GW_ERR_INVALID;
     std::unique_lock<EngineLock> guard(lock_);
@@ -119,29 +121,25 @@ gw_status_t Engine::isend(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_
     return GW_ERR_INVALID;
 }
 
-// Host memory: the user's bytes as one tagged message. The operation's state
-// is written only if UCX keeps the send (nothing can call back before:
-// progress needs the lock).
+// Host memory: the user's bytes as one tagged message.
 gw_status_t Engine::start_host(Guard &guard, const SendArgs &a)
 {
     if (control_length(a.len) && control_kind(a.buf, a.len) != Control::none) [[unlikely]]
         return start_escaped(guard, a, -1);
-    auto *op = reinterpret_cast<SendOp *>(a.req->priv);
-    ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    ucs_status_ptr_t r = (a.flags & GW_SEND_SYNC)
-                             ? ucp_tag_send_sync_nbx(a.ep, a.buf, a.len, a.wire_tag, &rp)
-                             : ucp_tag_send_nbx(a.ep, a.buf, a.len, a.wire_tag, &rp);
-    if (r == nullptr) [[likely]] {
-        count_host_send(a.len, false);
-        return sent_at_once(guard, a.req);
-    }
+    return send_host(guard, a.req, a.ep, a.peer, a.wire_tag, a.buf, a.len, a.flags);
+}
+
+// UCX kept the send (or refused it): out of line, the fast path's frame
+// stays small.
+gw_status_t Engine::host_kept(ucs_status_ptr_t r, gw_request_t *req, uint32_t peer, size_t len)
+{
     if (UCS_PTR_IS_ERR(r)) {
-        log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", a.len, a.peer,
+        log(GW_LOG_ERROR, "send of %zu bytes to process %u failed: %s", len, peer,
             ucs_status_string(UCS_PTR_STATUS(r)));
         return from_ucs(UCS_PTR_STATUS(r));
     }
-    count_host_send(a.len, true);
-    new (op) SendOp{a.req, this, nullptr, 0, kWaitSend, 0, GW_OK, 0};
+    count_host_send(len, true);
+    new (req->priv) SendOp{req, this, nullptr, 0, kWaitSend, 0, GW_OK, 0};
     return GW_OK;
 }
 

@@ -1,5 +1,5 @@
 /* The collective engine's request set over the memory transport. */
-#include <catch2/catch.hpp>
+#include "gw_catch.hpp"
 
 #include <thread>
 

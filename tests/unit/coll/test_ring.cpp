@@ -11,7 +11,7 @@
  * reference, for ops whose result does not depend on the order in which
  * the ring combines (integer sums, XOR, MAX, MINLOC with ties).
  */
-#include <catch2/catch.hpp>
+#include "gw_catch.hpp"
 
 #include <cstdio>
 #include <cstring>
