@@ -95,9 +95,12 @@ int RingJob::start_ring(Why &w)
         in_place_rs_ = c_.in_place;
         last_ = c_.in_place ? slot_[(n_ - 2) & 1] : static_cast<char *>(c_.rbuf);
     }
+    /* The first step's messages go out now; poll() moves on from there
+     * (it may finish the step, or more, at once: a step with nothing to
+     * receive and no kernel is done as soon as its sends have gone). */
     phase_ = Phase::ReduceScatter;
-    bool ignored = false;
-    return ring_step(false, &ignored, w);
+    bool done = false;
+    return poll(false, &done, w);
 }
 
 /* Scan and exscan: a chain from rank 0 up. Rank r > 0 receives the prefix
