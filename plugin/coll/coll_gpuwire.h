@@ -232,7 +232,7 @@ typedef struct {
     uint64_t nvl_nb_early;
 
     /* Non-blocking reductions given to the device ring
-     * (coll_gpuwire_devreduce_nb.c), and how many of them are through with
+     * (coll_gpuwire_devreduce.c), and how many of them are through with
      * their messages: they share one tag, so each posts its messages only
      * after the ones initiated before it are through with theirs. */
     uint64_t ring_nb_issued, ring_nb_passed;

@@ -264,7 +264,7 @@ enum {
     GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
     GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink_team.c) */
     GW_TAG_NVL_ARRIVE = -8, /* arrivals of the NVLink kernels' non-blocking calls */
-    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce_nb.c) */
+    GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce.c) */
 };
 
 #define GW_COLL_BIT(id) (1u << (id))

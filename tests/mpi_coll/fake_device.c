@@ -78,6 +78,8 @@ static bool open_;
 /* The copy queues: the collective engine's unit tests (tests/unit/coll) run
  * one thread per rank, each copying on the simulated GPU. */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Buffers lent and not yet given back; counted atomically, as those
+ * threads take scratch and staging too (the ring's scratch). */
 static long staging_lent, scratch_lent;
 
 int fake_fail(char *why, size_t why_len, const char *msg)
@@ -219,7 +221,7 @@ int gw_coll_staging_get(size_t len, int gpu, gw_coll_host_buf_t *out, char *why,
     /* Garbage, so that a region copied in wrongly cannot pass by luck. */
     memset(p, 0x5A, len);
     *out = (gw_coll_host_buf_t){p, len, NULL};
-    ++staging_lent;
+    __atomic_fetch_add(&staging_lent, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -228,7 +230,7 @@ void gw_coll_staging_put(gw_coll_host_buf_t *buf)
     if (buf->ptr) {
         memset(buf->ptr, 0xEE, buf->len);
         free(buf->ptr);
-        --staging_lent;
+        __atomic_fetch_sub(&staging_lent, 1, __ATOMIC_RELAXED);
     }
     *buf = (gw_coll_host_buf_t){NULL, 0, NULL};
 }
@@ -306,7 +308,7 @@ int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, 
     if (MAP_FAILED == p) return fail(why, why_len, "fake device: mmap failed");
     memset(p, 0x6B, len);
     *out = (gw_coll_dev_buf_t){p, len, p};
-    ++scratch_lent;
+    __atomic_fetch_add(&scratch_lent, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -315,7 +317,7 @@ void gw_coll_scratch_put(gw_coll_dev_buf_t *buf)
     if (buf->owner) {
         memset(buf->ptr, 0xDD, buf->len);
         munmap(buf->owner, buf->len ? buf->len : 1);
-        --scratch_lent;
+        __atomic_fetch_sub(&scratch_lent, 1, __ATOMIC_RELAXED);
     }
     *buf = (gw_coll_dev_buf_t){NULL, 0, NULL};
 }
