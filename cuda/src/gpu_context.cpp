@@ -32,6 +32,14 @@ void count(unsigned long long gw_core_counters_t::*field, long long by) {
 
 }  // namespace
 
+bool watch_unmaps(MemoryClassifier* c) {
+  return ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, c) == UCS_OK;
+}
+
+void unwatch_unmaps(MemoryClassifier* c) {
+  ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, c);
+}
+
 // Without unmap events a cached host answer could outlive its mapping: then
 // the classifier asks the driver every time instead. The handler's argument is
 // the classifier, built right after this (its address is already fixed); an
@@ -39,8 +47,7 @@ void count(unsigned long long gw_core_counters_t::*field, long long by) {
 ClassifierConfig GpuContext::classifier_config() {
   ClassifierConfig c;
   c.sync_memops = true;  // messages read device buffers without waiting for the default stream
-  unmap_hooked_ =
-      ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, &classifier_) == UCS_OK;
+  unmap_hooked_ = watch_unmaps(&classifier_);
   if (!unmap_hooked_) c.host_entries = 0;
   return c;
 }
@@ -63,7 +70,7 @@ GpuContext::GpuContext(const GpuContextConfig& config)
 GpuContext::~GpuContext() {
   // After the unset no handler runs any more; then the classifier may go
   // (members are destroyed after this body).
-  if (unmap_hooked_) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, &classifier_);
+  if (unmap_hooked_) unwatch_unmaps(&classifier_);
 }
 
 GpuContext* GpuContext::acquire(const GpuContextConfig& config, std::string& why) {

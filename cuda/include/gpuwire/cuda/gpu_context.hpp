@@ -42,6 +42,16 @@
 
 namespace gpuwire::cuda {
 
+// Forwards every unmap of the process (UCM's VM_UNMAPPED event: munmap,
+// mremap, shmdt, brk) to c->invalidate(), which is what keeps the
+// classifier's cached "plain host" answers right when the driver later maps
+// GPU, managed or pinned memory at an address that was host memory. False
+// when UCM refused (then the host table must stay off). The GpuContext does
+// this for its classifier; separate so that the chain from a real munmap to
+// the table can be tested without a GPU. unwatch_unmaps() before c goes.
+bool watch_unmaps(MemoryClassifier* c);
+void unwatch_unmaps(MemoryClassifier* c);
+
 struct GpuContextConfig {
   size_t ipc_cache_entries = 512;
   size_t ipc_cache_bytes = size_t{64} << 30;

@@ -109,12 +109,26 @@ class MemoryClassifier {
       out = MemoryInfo{};
       return Status{};
     }
-    if (host_lookup(reinterpret_cast<uintptr_t>(ptr), len)) {
-      host_hits_.store(host_hits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (known_host(ptr, len)) {
       out = MemoryInfo{};
       return Status{};
     }
     return classify_slow(reinterpret_cast<uintptr_t>(ptr), len, out);
+  }
+
+  // True when [ptr, ptr + len) is plain host memory by the host table alone:
+  // no driver call, no lock, no MemoryInfo. False means "ask classify()", not
+  // "device memory". What lets a host message with a GPU present skip the
+  // general send and receive paths (the engine's host_path.hpp). As right as
+  // the table: until the range is unmapped (invalidate()); a cudaHostRegister
+  // of a range already cached stays "host" (the driver is not asked again),
+  // which is safe for every path that reads host memory with the CPU.
+  bool known_host(const void* ptr, size_t len) {
+    if (!host_lookup(reinterpret_cast<uintptr_t>(ptr), len)) return false;
+    // A plain store: the count is approximate under concurrency, never a
+    // locked instruction on the message path.
+    host_hits_.store(host_hits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return true;
   }
 
   // Forgets cached host ranges overlapping [addr, addr + len): call it for
