@@ -67,6 +67,12 @@ class GpuContext {
   // there is no usable GPU. Every successful acquire() needs one release().
   static GpuContext* acquire(const GpuContextConfig& config, std::string& why);
   static void release(GpuContext* ctx);
+  // Tests only: the context created next asks this driver (the unit tests'
+  // fake) instead of CUDA's for everything but streams and NVLink teams, so
+  // that the engine runs with "a GPU present" on a machine without one
+  // (tests/unit/engine/test_engine_gpu_host.cpp). Set while no context
+  // exists; nullptr goes back to the CUDA driver.
+  static void set_test_driver(DriverApi* driver);
 
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
@@ -119,12 +125,13 @@ class GpuContext {
   size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
 
  private:
-  explicit GpuContext(const GpuContextConfig& config);
+  GpuContext(const GpuContextConfig& config, DriverApi& api);
   ~GpuContext();
   ClassifierConfig classifier_config();
 
   bool unmap_hooked_ = false;  // set before classifier_ is built (declared first)
-  Driver& driver_;
+  Driver& driver_;  // CUDA's: NVLink teams
+  DriverApi& api_;  // driver_, or the test driver: classifier, IPC, pinned memory
   const int p2p_streams_;
   MemoryClassifier classifier_;
   std::mutex export_mu_;
