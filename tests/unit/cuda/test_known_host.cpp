@@ -111,3 +111,24 @@ TEST_CASE("known_host: host memory unmapped and mapped again pinned is classifie
   drv.free(reinterpret_cast<uintptr_t>(buf + 4096));
   REQUIRE(munmap(buf, kBytes) == 0);
 }
+
+TEST_CASE("known_host: spans are compared exactly; wrapping and out-of-range ranges never hit",
+          "[cuda][classifier]") {
+  FakeDriver drv;
+  MemoryClassifier c(drv);
+  const uintptr_t base = 0x10000000 + 100;  // 3 pages: 0x10000000 .. 0x10002fff
+  const size_t len = 3 * 4096 - 100;
+  CHECK(kind_of(c, reinterpret_cast<const void*>(base), len) == MemoryKind::host);
+  const auto known = [&](uintptr_t p, size_t n) {
+    return c.known_host(reinterpret_cast<const void*>(p), n);
+  };
+  CHECK(known(base, len));          // to the cached span's last byte
+  CHECK_FALSE(known(base, len + 1));  // one byte into the next page
+  CHECK(known(base, 0));
+  CHECK(known(0x10000000, 1));      // same first page, inside the span
+  CHECK_FALSE(known(0x10001000, 8));  // a later page of the span: not an entry's first page
+  CHECK_FALSE(known(base, SIZE_MAX));  // wraps
+  CHECK_FALSE(known(base, SIZE_MAX - base + 1));  // ends exactly at the top: beyond the span
+  CHECK_FALSE(known(~uintptr_t{0} - 4095, 8));   // a first page no entry can hold
+  CHECK(drv.attribute_queries == 1);
+}

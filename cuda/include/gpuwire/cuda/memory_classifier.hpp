@@ -156,15 +156,20 @@ class MemoryClassifier {
   size_t set_of(uint64_t page) const {
     return static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> set_shift_) * kWays;
   }
+  // On every host message with a GPU (known_host), so with only the checks
+  // the comparison does not make: a first page of 2^45 or more matches no
+  // entry's 45 bits and a span beyond 2^18 pages no entry's count, but a
+  // range that wraps can end on its own first page.
   bool host_lookup(uintptr_t ptr, size_t len) const {
     if (set_shift_ == 64) return false;
-    uint64_t first = 0;
-    uint64_t pages = page_span(ptr, len, &first);
-    if (pages == 0 || pages > kMaxPages || first >= kMaxPage) return false;
+    const uintptr_t last = ptr + len - (len != 0);
+    if (last < ptr) return false;
+    const uint64_t first = ptr >> kPageShift;
+    const uint64_t span = (last >> kPageShift) - first;  // pages - 1
     const std::atomic<uint64_t>* set = &host_table_[set_of(first)];
     for (unsigned w = 0; w < kWays; ++w) {
       uint64_t e = set[w].load(std::memory_order_relaxed);
-      if ((e >> (kCountBits + 1)) == first && (e & 1) && pages <= ((e >> 1) & (kMaxPages - 1)) + 1)
+      if ((e >> (kCountBits + 1)) == first && (e & 1) && span <= ((e >> 1) & (kMaxPages - 1)))
         return true;
     }
     return false;
