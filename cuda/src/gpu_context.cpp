@@ -17,6 +17,7 @@ namespace {
 constinit std::mutex g_mu;
 constinit GpuContext* g_ctx = nullptr;
 constinit unsigned long long g_refs = 0;
+constinit DriverApi* g_test_driver = nullptr;
 
 // The classifier caches "plain host" answers by page range; such an answer
 // stays right until the range is unmapped, so every unmap of the process is
@@ -32,6 +33,14 @@ void count(unsigned long long gw_core_counters_t::*field, long long by) {
 
 }  // namespace
 
+bool watch_unmaps(MemoryClassifier* c) {
+  return ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, c) == UCS_OK;
+}
+
+void unwatch_unmaps(MemoryClassifier* c) {
+  ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, c);
+}
+
 // Without unmap events a cached host answer could outlive its mapping: then
 // the classifier asks the driver every time instead. The handler's argument is
 // the classifier, built right after this (its address is already fixed); an
@@ -39,47 +48,47 @@ void count(unsigned long long gw_core_counters_t::*field, long long by) {
 ClassifierConfig GpuContext::classifier_config() {
   ClassifierConfig c;
   c.sync_memops = true;  // messages read device buffers without waiting for the default stream
-  unmap_hooked_ =
-      ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, &classifier_) == UCS_OK;
+  unmap_hooked_ = watch_unmaps(&classifier_);
   if (!unmap_hooked_) c.host_entries = 0;
   return c;
 }
 
-GpuContext::GpuContext(const GpuContextConfig& config)
+GpuContext::GpuContext(const GpuContextConfig& config, DriverApi& api)
     : driver_(Driver::instance()),
+      api_(api),
       p2p_streams_(std::clamp(config.p2p_streams, 1, 63)),
-      classifier_(driver_, classifier_config()),
-      exporter_(driver_),
-      mappings_(driver_, IpcCacheConfig{config.ipc_cache_entries, config.ipc_cache_bytes}),
+      classifier_(api_, classifier_config()),
+      exporter_(api_),
+      mappings_(api_, IpcCacheConfig{config.ipc_cache_entries, config.ipc_cache_bytes}),
       // The engine's streams are non-blocking (stream.hpp says why); the
       // collectives' stream stays ordered after the legacy stream.
       streams_(StreamPoolConfig{p2p_streams_ + 1, 0, false, (uint64_t{1} << p2p_streams_) - 1}),
-      pinned_(driver_, PinnedPoolConfig{config.staging_chunk_bytes, 2,
+      pinned_(api_, PinnedPoolConfig{config.staging_chunk_bytes, 2,
                                         std::max<size_t>(1, config.staging_max_bytes /
                                                                 (2 * config.staging_chunk_bytes)),
                                         0}),
-      cache_(driver_, PinnedCacheConfig{config.pinned_cache_bytes, size_t{64} << 10}) {}
+      cache_(api_, PinnedCacheConfig{config.pinned_cache_bytes, size_t{64} << 10}) {}
 
 GpuContext::~GpuContext() {
   // After the unset no handler runs any more; then the classifier may go
   // (members are destroyed after this body).
-  if (unmap_hooked_) ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, &classifier_);
+  if (unmap_hooked_) unwatch_unmaps(&classifier_);
 }
 
 GpuContext* GpuContext::acquire(const GpuContextConfig& config, std::string& why) {
   std::lock_guard<std::mutex> lock(g_mu);
   count(&gw_core_counters_t::gpu_context_acquires, 1);
   if (!g_ctx) {
-    Driver& drv = Driver::instance();
+    DriverApi& drv = g_test_driver ? *g_test_driver : Driver::instance();
     if (!drv.available()) {
-      why = drv.unavailable_reason();
+      why = g_test_driver ? "test driver: no CUDA driver" : Driver::instance().unavailable_reason();
       return nullptr;
     }
     if (drv.device_count() <= 0) {
       why = "no GPU";
       return nullptr;
     }
-    GpuContext* c = new GpuContext(config);
+    GpuContext* c = new GpuContext(config, drv);
     for (int i = 0; i < drv.device_count(); ++i) {
       std::array<uint8_t, 16> u{};
       if (!drv.device_uuid(i, u.data())) u.fill(0);
@@ -92,6 +101,15 @@ GpuContext* GpuContext::acquire(const GpuContextConfig& config, std::string& why
   ++g_refs;
   count(&gw_core_counters_t::gpu_context_refs, 1);
   return g_ctx;
+}
+
+void GpuContext::set_test_driver(DriverApi* driver) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_ctx) {
+    detail::log(LogLevel::error, "GpuContext::set_test_driver while a context exists: ignored");
+    return;
+  }
+  g_test_driver = driver;
 }
 
 void GpuContext::release(GpuContext* ctx) {

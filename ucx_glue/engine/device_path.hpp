@@ -60,6 +60,13 @@ public:
     {
         return ctx_->classifier().classify(buf, len, out);
     }
+    // Plain host memory by the classifier's host table alone (no driver
+    // call, no lock): the host fast path's test (host_path.hpp). False means
+    // "not known", to be classified.
+    bool known_host(const void *buf, size_t len)
+    {
+        return ctx_->classifier().known_host(buf, len);
+    }
     void forget_range(const void *addr, size_t len) { ctx_->classifier().invalidate(addr, len); }
 
     cuda::Status export_range(const cuda::MemoryInfo &mi, const void *buf, size_t len,

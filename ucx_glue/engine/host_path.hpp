@@ -1,8 +1,9 @@
 // The host fast path's inline parts: a receive's state (start_recv), and
 // the send's fast path, inline so that the C face (capi.cpp, gw_isend) is
-// one call: decide()'s first branch taken before anything else. Host
-// memory of a process without a GPU, unpaced, of a length no control message
-// has (so start_host's look at the bytes has nothing to do): no path
+// one call: decide()'s host answer taken before anything else. Host memory
+// (of a process without a GPU, or known as plain host memory by the
+// classifier's host table: no driver call), unpaced, of a length no control
+// message has (so start_host's look at the bytes has nothing to do): no path
 // decision, no memory information, no arguments block; the lock, the
 // endpoint, the tag, UCX. Included at the end of engine.hpp.
 #pragma once
@@ -39,7 +40,15 @@ inline gw_status_t Engine::sent_at_once(Guard &guard, gw_request_t *req)
                                                         int32_t tag, const void *buf,
                                                         size_t len, unsigned flags) noexcept
 {
-    if (dev_ || pacer_ || control_length(len) || peer >= peers_.size()) [[unlikely]]
+    // With a GPU, a buffer the classifier's host table knows as plain host
+    // memory is what decide() would send as host too; anything else (its
+    // first message, device or pinned memory) is classified there. So are
+    // host messages from shared_staging_min on, which decide() may put
+    // through the shared slots (a receiver that takes them into GPU memory):
+    // tested here, not per peer, so that no peer is read without the lock
+    // and a process without a GPU pays nothing more.
+    if ((dev_ && (len >= params_.shared_staging_min || !dev_->known_host(buf, len))) ||
+        pacer_ || control_length(len) || peer >= peers_.size()) [[unlikely]]
         return isend_general(req, peer, ctx, my_rank, tag, buf, len, flags);
     Guard guard(lock_);
     const Peer &p = peers_[peer];

@@ -362,7 +362,9 @@ gw_status_t Engine::irecv(gw_request_t *req, uint32_t ctx, int32_t source, int32
 {
     RecvOp *op = start_recv(req, buf, cap);
     std::unique_lock<EngineLock> guard(lock_);
-    if (dev_) [[unlikely]] {
+    // A buffer the host table knows (no driver call) stays as start_recv
+    // left it: host memory, not pinned.
+    if (dev_ && !dev_->known_host(buf, cap)) [[unlikely]] {
         classify_recv(op);
         op->direct = op->device >= 0 && lands_on_device(ctx, source);
         if (op->direct) order_after_user(op->device); // UCX writes it on its own streams
@@ -462,7 +464,7 @@ gw_status_t Engine::imrecv(gw_request_t *req, gw_message_t *msg, void *buf, size
     auto *m = reinterpret_cast<InboundMsg *>(msg);
     RecvOp *op = start_recv(req, buf, cap);
     std::unique_lock<EngineLock> guard(lock_);
-    if (dev_) classify_recv(op);
+    if (dev_ && !dev_->known_host(buf, cap)) classify_recv(op); // as irecv
     receive_pulled(op, m);
     flush_copies();
     guard.unlock();

@@ -42,6 +42,16 @@
 
 namespace gpuwire::cuda {
 
+// Forwards every unmap of the process (UCM's VM_UNMAPPED event: munmap,
+// mremap, shmdt, brk) to c->invalidate(), which is what keeps the
+// classifier's cached "plain host" answers right when the driver later maps
+// GPU, managed or pinned memory at an address that was host memory. False
+// when UCM refused (then the host table must stay off). The GpuContext does
+// this for its classifier; separate so that the chain from a real munmap to
+// the table can be tested without a GPU. unwatch_unmaps() before c goes.
+bool watch_unmaps(MemoryClassifier* c);
+void unwatch_unmaps(MemoryClassifier* c);
+
 struct GpuContextConfig {
   size_t ipc_cache_entries = 512;
   size_t ipc_cache_bytes = size_t{64} << 30;
@@ -57,6 +67,12 @@ class GpuContext {
   // there is no usable GPU. Every successful acquire() needs one release().
   static GpuContext* acquire(const GpuContextConfig& config, std::string& why);
   static void release(GpuContext* ctx);
+  // Tests only: the context created next asks this driver (the unit tests'
+  // fake) instead of CUDA's for everything but streams and NVLink teams, so
+  // that the engine runs with "a GPU present" on a machine without one
+  // (tests/unit/engine/test_engine_gpu_host.cpp). Set while no context
+  // exists; nullptr goes back to the CUDA driver.
+  static void set_test_driver(DriverApi* driver);
 
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
@@ -109,12 +125,13 @@ class GpuContext {
   size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
 
  private:
-  explicit GpuContext(const GpuContextConfig& config);
+  GpuContext(const GpuContextConfig& config, DriverApi& api);
   ~GpuContext();
   ClassifierConfig classifier_config();
 
   bool unmap_hooked_ = false;  // set before classifier_ is built (declared first)
-  Driver& driver_;
+  Driver& driver_;  // CUDA's: NVLink teams
+  DriverApi& api_;  // driver_, or the test driver: classifier, IPC, pinned memory
   const int p2p_streams_;
   MemoryClassifier classifier_;
   std::mutex export_mu_;

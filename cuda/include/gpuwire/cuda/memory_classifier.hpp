@@ -109,12 +109,26 @@ class MemoryClassifier {
       out = MemoryInfo{};
       return Status{};
     }
-    if (host_lookup(reinterpret_cast<uintptr_t>(ptr), len)) {
-      host_hits_.store(host_hits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (known_host(ptr, len)) {
       out = MemoryInfo{};
       return Status{};
     }
     return classify_slow(reinterpret_cast<uintptr_t>(ptr), len, out);
+  }
+
+  // True when [ptr, ptr + len) is plain host memory by the host table alone:
+  // no driver call, no lock, no MemoryInfo. False means "ask classify()", not
+  // "device memory". What lets a host message with a GPU present skip the
+  // general send and receive paths (the engine's host_path.hpp). As right as
+  // the table: until the range is unmapped (invalidate()); a cudaHostRegister
+  // of a range already cached stays "host" (the driver is not asked again),
+  // which is safe for every path that reads host memory with the CPU.
+  bool known_host(const void* ptr, size_t len) {
+    if (!host_lookup(reinterpret_cast<uintptr_t>(ptr), len)) return false;
+    // A plain store: the count is approximate under concurrency, never a
+    // locked instruction on the message path.
+    host_hits_.store(host_hits_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return true;
   }
 
   // Forgets cached host ranges overlapping [addr, addr + len): call it for
@@ -142,15 +156,20 @@ class MemoryClassifier {
   size_t set_of(uint64_t page) const {
     return static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> set_shift_) * kWays;
   }
+  // On every host message with a GPU (known_host), so with only the checks
+  // the comparison does not make: a first page of 2^45 or more matches no
+  // entry's 45 bits and a span beyond 2^18 pages no entry's count, but a
+  // range that wraps can end on its own first page.
   bool host_lookup(uintptr_t ptr, size_t len) const {
     if (set_shift_ == 64) return false;
-    uint64_t first = 0;
-    uint64_t pages = page_span(ptr, len, &first);
-    if (pages == 0 || pages > kMaxPages || first >= kMaxPage) return false;
+    const uintptr_t last = ptr + len - (len != 0);
+    if (last < ptr) return false;
+    const uint64_t first = ptr >> kPageShift;
+    const uint64_t span = (last >> kPageShift) - first;  // pages - 1
     const std::atomic<uint64_t>* set = &host_table_[set_of(first)];
     for (unsigned w = 0; w < kWays; ++w) {
       uint64_t e = set[w].load(std::memory_order_relaxed);
-      if ((e >> (kCountBits + 1)) == first && (e & 1) && pages <= ((e >> 1) & (kMaxPages - 1)) + 1)
+      if ((e >> (kCountBits + 1)) == first && (e & 1) && span <= ((e >> 1) & (kMaxPages - 1)))
         return true;
     }
     return false;
