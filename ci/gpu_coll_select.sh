@@ -6,15 +6,18 @@
 # buffers (-d cuda, 8 B .. 64 MiB) under every algorithm gpuwire can be
 # forced to (nvlink, device, chain, staged), each run SEL_R times (median);
 # the best per size, merged into ranges, becomes that np's table (the format
-# of coll_gpuwire_select_file). Then the default, reading that table, runs
-# SEL_R times too, and a Markdown report says, per collective and size, the
-# default against the best forced algorithm; rows above 1.05 are flagged.
+# of coll_gpuwire_select_file). The default runs SEL_R times too, in turn
+# with the forced ones (one repetition of each, then the next), reading the
+# shipped table (or the file SEL_TABLE names): a Markdown report says, per
+# collective and size, the default against the best forced algorithm; rows
+# above 1.05 are flagged. For a topology the shipped table lacks, ship the
+# measured rows, then run again to check them.
 # Three files in <out dir>, kept up to date after each collective (the GPU
 # machine returns at most 8 files):
 #   select_table.txt     every np's rows (for ucx_glue/coll/select/select_table.txt)
 #   select_report.md     the reports, each np's after its last collective
 #   select_runs.tar.gz   every run's output and exit status (rc=N), the tables
-# Environment: SEL_R (3), SEL_TIMEOUT (seconds per run, 90), SEL_COLLS (the
+# Environment: SEL_R (3), SEL_TABLE (a table for the default runs), SEL_TIMEOUT (seconds per run, 90), SEL_COLLS (the
 # collectives), SEL_MAX (largest size, 67108864), SEL_BUDGET (seconds: no
 # collective starts after it, unlimited by default), SEL_WORK (the runs'
 # folder, default a new one under /tmp), OSU_DIR (OSU's mpi/ folder; default
@@ -84,6 +87,8 @@ osu() {
 }
 
 GPN=1 # every rank on GPU 0 (CUDA_VISIBLE_DEVICES=0)
+DEFAULT_ARGS=""
+[ -n "${SEL_TABLE:-}" ] && DEFAULT_ARGS="--mca coll_gpuwire_select_file $(cd "$(dirname "$SEL_TABLE")" && pwd)/$(basename "$SEL_TABLE")"
 START=$(date +%s)
 : >"$OUT/select_table.txt"
 : >"$OUT/select_report.md"
@@ -106,19 +111,23 @@ for np in $NPS; do
             echo "gpu_coll_select.sh: SEL_BUDGET ${BUDGET}s spent: np $np $c not measured"
             continue
         fi
-        for a in $(algos_of "$c" "$np"); do
-            for r in $(seq 1 "$R"); do
-                # shellcheck disable=SC2086
-                osu "$np" "$c" "$WORK/sel/np${np}_${c}_${a}_$r.txt" ${FORCE[$a]}
+        # Repetition by repetition, every forced algorithm and the default
+        # in turn, so that the machine's drift between minutes weighs on
+        # them alike. The default reads the shipped table, or SEL_TABLE.
+        for r in $(seq 1 "$R"); do
+            for a in $(algos_of "$c" "$np") default; do
+                if [ "$a" = default ]; then
+                    # shellcheck disable=SC2086
+                    osu "$np" "$c" "$WORK/sel/np${np}_${c}_default_$r.txt" $DEFAULT_ARGS
+                else
+                    # shellcheck disable=SC2086
+                    osu "$np" "$c" "$WORK/sel/np${np}_${c}_${a}_$r.txt" ${FORCE[$a]}
+                fi
             done
         done
-        # This collective's rows join the table the default runs read.
+        # The measured rows, for the next shipped table.
         python3 "$HERE/gpu_coll_select.py" table --dir "$WORK/sel" --np "$np" --gpn "$GPN" \
             --coll "$c" >>"$table" || { echo "np $np $c: no rows"; status=1; }
-        for r in $(seq 1 "$R"); do
-            osu "$np" "$c" "$WORK/sel/np${np}_${c}_default_$r.txt" \
-                --mca coll_gpuwire_select_file "$table"
-        done
         done_colls="$done_colls $c"
         echo "np $np $c: measured $(date +%T); rc of the runs: $(grep -ho 'rc=[0-9]*' "$WORK/sel/np${np}_${c}_"*.txt | sort | uniq -c | tr -s ' \n' ' ')"
         publish

@@ -3,7 +3,8 @@
 # and the MPS daemon (select_sweep/) give latencies that depend on the
 # algorithm the parameters force, or on the row of the table the default
 # reads. Checks the table written (ranges, topology fields), the report
-# (no row above 1.05, exit 0), the line for a missing benchmark (osu_alltoall
+# (no row above 1.05, exit 0), the default run in turn with the forced ones,
+# without a table the built-in rules flagged where they lose, the line for a missing benchmark (osu_alltoall
 # is absent), a failing algorithm left out, and a slow default flagged (exit 1).
 #   check_select_sweep.sh <source dir> <build dir>
 set -u
@@ -20,7 +21,8 @@ sweep() { # <out dir> <np list> [env...]: the runs in <out dir>.work
         bash "$SRC/ci/gpu_coll_select.sh" "$BUILD" "$out" "$nps" >"$out.log" 2>&1
 }
 
-sweep "$OUT/a" "2 4"
+# The default runs read table.txt, the stand-ins' ideal table.
+sweep "$OUT/a" "2 4" SEL_TABLE="$HERE/table.txt"
 rc=$?
 [ $rc -eq 0 ] || bad "sweep exited $rc: $(tail -5 "$OUT/a.log")"
 t=$OUT/a/select_table.txt
@@ -46,6 +48,15 @@ tar -tzf "$OUT/a/select_runs.tar.gz" | grep -q "sel/np4_bcast_chain_1.txt" || ba
 grep -q "^| bcast | 67108864 | .* (chain) | 1.000 |" "$OUT/a/select_report.md" ||
     bad "np 4 report lacks bcast 64 MiB by the chain"
 
+# The default in turn with the forced algorithms: repetition 1 of each
+# before repetition 2 of any.
+sweep "$OUT/d" 2 SEL_R=2 SEL_COLLS=reduce SEL_TABLE="$HERE/table.txt"
+order=$(ls -tr --time-style=full-iso "$OUT/d.work/sel" | grep -o '_[0-9]*\.txt$' | tr -d '_.txt' | tr -d '\n')
+[ "$order" = "111222" ] || bad "the repetitions did not alternate: $(ls -tr "$OUT/d.work/sel" | tr '\n' ' ')"
+# Without SEL_TABLE the default reads the shipped table (the stand-in's is
+# empty: device everywhere), and loses to staged at the small sizes.
+grep -q "^| reduce | 8 | .* (staged) | .*\*\*> 1.05\*\* |" "$OUT/d.log" && bad "SEL_TABLE was not read"
+
 # A forced algorithm whose runs fail: its rc is recorded, the others win.
 sweep "$OUT/b" 2 FAKE_SEL_FAIL=nvlink SEL_COLLS=allreduce
 grep -q "rc=1" "$OUT/b.work/sel/np2_allreduce_nvlink_1.txt" || bad "the failed run's rc is not kept"
@@ -53,7 +64,7 @@ tr -s ' ' <"$OUT/b/select_table.txt" | grep -qFx "allreduce 2 1 2 1 2 1 0 * devi
     bad "without nvlink: $(cat "$OUT/b/select_table.txt")"
 
 # A default 10 % slower than the best: every row flagged, exit 1.
-sweep "$OUT/c" 2 FAKE_SEL_DEFAULT_FACTOR=1.1 SEL_COLLS=reduce
+sweep "$OUT/c" 2 FAKE_SEL_DEFAULT_FACTOR=1.1 SEL_COLLS=reduce SEL_TABLE="$HERE/table.txt"
 rc=$?
 [ $rc -eq 1 ] || bad "a slow default exited $rc"
 grep -q "^| reduce | 8 | .* | 1.100 \*\*> 1.05\*\* |" "$OUT/c/select_report.md" ||
