@@ -1,7 +1,8 @@
 #!/bin/bash
 # One-sided on device windows, two ranks on one GPU under CUDA MPS: OSU's
-# osu_put_latency, osu_get_latency (-s lock and -s flush), osu_put_bw,
-# osu_get_bw and osu_acc_latency (-s flush), -w create -d cuda D D, through
+# osu_put_latency, osu_get_latency, osu_put_bw, osu_get_bw, osu_acc_latency,
+# osu_fop_latency and osu_cas_latency, -d cuda D D, with every window kind of
+# OSC_WINS and synchronisation of OSC_SYNCS, through
 # osc gpuwire beside Open MPI's pml ucx + osc ucx over a UCX built with CUDA,
 # in one MPS session; then host windows (-s flush) beside osc ucx over the
 # system's UCX. Prints, per size, both figures and the ratio, and whether
@@ -9,7 +10,8 @@
 #   ci/gpu_osc.sh <build dir> <out dir>
 #   OSU_DIR: OSU's libexec/osu-micro-benchmarks/mpi (default .ref/osu-install/...)
 #   GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (none: no reference rows)
-#   OSC_ITERS (100), OSC_GW_EXTRA: more --mca settings for gpuwire's rows.
+#   OSC_ITERS (100), OSC_GW_EXTRA: more --mca settings for gpuwire's rows,
+#   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush").
 # Writes osc_runs.txt to <out dir>; prints the tables last.
 set -uo pipefail
 BUILD=$1
@@ -27,6 +29,8 @@ GW="$OSU_BASE --mca mca_base_component_path $OMPI_LIB:$BUILD/components --mca pm
     --mca coll gpuwire,inter,tuned,libnbc,basic,self --mca osc gpuwire ${OSC_GW_EXTRA:-}"
 REF=$(osu_ref --mca osc ucx)
 HOSTREF="$OSU_BASE --mca pml ucx --mca osc ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
+WINS=${OSC_WINS:-create allocate}
+SYNCS=${OSC_SYNCS:-lock flush}
 ARGS="-m 1:4194304 -i $ITERS -x $((ITERS / 10))"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
 # ahead <lat|bw> <gpuwire> <ref>: yes when gpuwire is the better of the two.
@@ -36,43 +40,52 @@ ahead() {
 }
 ok() { grep -q '^rc=0' "/tmp/osc_$1" && echo ok || echo "FAIL($(sed -n 's/^rc=//p' "/tmp/osc_$1"))"; }
 
-BENCHES="put_latency:lock put_latency:flush get_latency:lock get_latency:flush put_bw:flush
-         get_bw:flush acc_latency:flush"
-for bs in $BENCHES; do
-    b=${bs%%:*} s=${bs##*:}
-    # shellcheck disable=SC2086
-    run "gw_${b}_$s" "$GW" "$OSU/one-sided/osu_$b" -d cuda -w create -s "$s" $ARGS D D
-    # shellcheck disable=SC2086
-    [ -n "$REF" ] && run "ref_${b}_$s" "$REF" "$OSU/one-sided/osu_$b" -d cuda -w create -s "$s" $ARGS D D
+# Benchmark:synchronisation pairs; fop and cas have one size (8 bytes).
+BENCHES=""
+for s in $SYNCS; do
+    for b in put_latency get_latency put_bw get_bw acc_latency fop_latency cas_latency; do
+        BENCHES="$BENCHES $b:$s"
+    done
 done
-for b in put_latency get_latency; do
-    # shellcheck disable=SC2086
-    run "gwh_$b" "$GW" "$OSU/one-sided/osu_$b" -w create -s flush $ARGS
-    # shellcheck disable=SC2086
-    run "refh_$b" "$HOSTREF" "$OSU/one-sided/osu_$b" -w create -s flush $ARGS
+for w in $WINS; do
+    for bs in $BENCHES; do
+        b=${bs%%:*} s=${bs##*:}
+        # shellcheck disable=SC2086
+        run "gw_${b}_${s}_$w" "$GW" "$OSU/one-sided/osu_$b" -d cuda -w "$w" -s "$s" $ARGS D D
+        # shellcheck disable=SC2086
+        [ -n "$REF" ] && run "ref_${b}_${s}_$w" "$REF" "$OSU/one-sided/osu_$b" -d cuda -w "$w" -s "$s" $ARGS D D
+    done
+    for b in put_latency get_latency; do
+        # shellcheck disable=SC2086
+        run "gwh_${b}_$w" "$GW" "$OSU/one-sided/osu_$b" -w "$w" -s flush $ARGS
+        # shellcheck disable=SC2086
+        run "refh_${b}_$w" "$HOSTREF" "$OSU/one-sided/osu_$b" -w "$w" -s flush $ARGS
+    done
 done
 
 SIZES="1 8 64 512 4096 16384 65536 262144 1048576 4194304"
-for bs in $BENCHES; do
-    b=${bs%%:*} s=${bs##*:} k=lat
-    case $b in *bw) k=bw ;; esac
-    echo
-    echo "| osu_$b -d cuda -w create -s $s D D (2 ranks, one GPU, MPS) | size | osc gpuwire | osc ucx (UCX with CUDA) | gpuwire/ucx | gpuwire ahead |"
-    echo "| --- | --- | --- | --- | --- | --- |"
-    for n in $SIZES; do
-        g=$(val "gw_${b}_$s" "$n"); u=""
-        [ -n "$REF" ] && u=$(val "ref_${b}_$s" "$n")
-        echo "| $([ $k = lat ] && echo us || echo MB/s) | $n | $g | $u | $(ratio "$g" "$u") | $(ahead $k "$g" "$u") |"
+for w in $WINS; do
+    for bs in $BENCHES; do
+        b=${bs%%:*} s=${bs##*:} k=lat sizes=$SIZES
+        case $b in *bw) k=bw ;; fop_* | cas_*) sizes=8 ;; esac
+        echo
+        echo "| osu_$b -d cuda -w $w -s $s D D (2 ranks, one GPU, MPS) | size | osc gpuwire | osc ucx (UCX with CUDA) | gpuwire/ucx | gpuwire ahead |"
+        echo "| --- | --- | --- | --- | --- | --- |"
+        for n in $sizes; do
+            g=$(val "gw_${b}_${s}_$w" "$n"); u=""
+            [ -n "$REF" ] && u=$(val "ref_${b}_${s}_$w" "$n")
+            echo "| $([ $k = lat ] && echo us || echo MB/s) | $n | $g | $u | $(ratio "$g" "$u") | $(ahead $k "$g" "$u") |"
+        done
+        echo "runs: gpuwire $(ok "gw_${b}_${s}_$w"), ucx $([ -n "$REF" ] && ok "ref_${b}_${s}_$w" || echo -)"
     done
-    echo "runs: gpuwire $(ok "gw_${b}_$s"), ucx $([ -n "$REF" ] && ok "ref_${b}_$s" || echo -)"
-done
-for b in put_latency get_latency; do
-    echo
-    echo "| osu_$b host windows -w create -s flush | size | osc gpuwire | osc ucx | gpuwire/ucx | gpuwire ahead |"
-    echo "| --- | --- | --- | --- | --- | --- |"
-    for n in $SIZES; do
-        g=$(val "gwh_$b" "$n"); u=$(val "refh_$b" "$n")
-        echo "| us | $n | $g | $u | $(ratio "$g" "$u") | $(ahead lat "$g" "$u") |"
+    for b in put_latency get_latency; do
+        echo
+        echo "| osu_$b host windows -w $w -s flush | size | osc gpuwire | osc ucx | gpuwire/ucx | gpuwire ahead |"
+        echo "| --- | --- | --- | --- | --- | --- |"
+        for n in $SIZES; do
+            g=$(val "gwh_${b}_$w" "$n"); u=$(val "refh_${b}_$w" "$n")
+            echo "| us | $n | $g | $u | $(ratio "$g" "$u") | $(ahead lat "$g" "$u") |"
+        done
+        echo "runs: gpuwire $(ok "gwh_${b}_$w"), ucx $(ok "refh_${b}_$w")"
     done
-    echo "runs: gpuwire $(ok "gwh_$b"), ucx $(ok "refh_$b")"
 done
