@@ -31,9 +31,11 @@ gw_status_t Engine::check_reachable(uint32_t peer, std::string &why)
         return GW_ERR_INVALID;
     }
     gw_status_t st;
-    lock_.lock();
-    ucp_ep_h ep = endpoint(peer, st, true);
-    lock_.unlock();
+    ucp_ep_h ep;
+    {
+        std::lock_guard<EngineLock> guard(lock_);
+        ep = endpoint(peer, st, true);
+    }
     if (ep) return GW_OK;
     const char *tls = std::getenv("UCX_TLS");
     why = "UCX cannot reach process " + std::to_string(peer) +
