@@ -297,10 +297,10 @@ int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target)
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? m->size : target + 1); t++) {
         opal_mutex_lock(&m->lock);
         uint64_t want = m->ref_want[t];
-        bool need = want > m->acked[t];
+        bool need = want > m->sync.acked[t];
         if (need) gw_osc_send_ctl(m, t, GW_OSC_FLUSH, 0, want);
         opal_mutex_unlock(&m->lock);
-        if (need) gw_osc_wait_reached(m, &m->acked[t], want);
+        if (need) gw_osc_wait_reached(m, &m->sync.acked[t], want);
     }
     return OMPI_SUCCESS;
 }
