@@ -27,7 +27,8 @@
  *
  * Host windows (create and allocate) on this node: the description is the
  * process and the window's address, and a contiguous Put or Get from a host
- * buffer is one cross-memory-attach system call (osc_gpuwire_cma.c), complete
+ * buffer is one cross-memory-attach system call (the core's gw_osc_cma_copy,
+ * gpuwire/osc.h), complete
  * on return, where the origin may ptrace the target.
  *
  * Everything else keeps the message path: other accumulates, layouts that
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "osc_gpuwire_cma.h"
 #include "osc_gpuwire_device.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"

@@ -12,6 +12,8 @@
  *                 of every message that arrives (ucx_glue/osc/sync)
  *   apply         an operation applied to the target's window, block by
  *                 block (ucx_glue/osc/apply)
+ *   cma           the host windows of other processes on this node, read
+ *                 and written by cross-memory attach (ucx_glue/osc/cma)
  *
  * Completion is by counts: an origin counts the operations it sent to each
  * target, the target counts those it applied from each origin; fence,
@@ -247,6 +249,17 @@ typedef struct {
 GW_CORE_API int gw_osc_apply_blocks(const gw_osc_window_t *w, const gw_osc_hdr_t *h,
                                     const char *body, char *reply, const gw_osc_mem_ops_t *ops,
                                     gw_osc_miss_t *miss);
+
+/* ---- cma: host windows on this node (ucx_glue/osc/cma) -------------------- */
+
+/* 0 when this process may read process pid's memory at addr (cross-memory
+ * attach), else -1 with why. */
+GW_CORE_API int gw_osc_cma_probe(int pid, uint64_t addr, char *why, size_t why_len);
+/* Copies len bytes between local memory and process pid's memory at remote
+ * (put: local to remote), synchronously. 0, or -1 with why (some bytes may
+ * have moved). */
+GW_CORE_API int gw_osc_cma_copy(int pid, bool put, void *local, uint64_t remote, size_t len,
+                                char *why, size_t why_len);
 
 #ifdef __cplusplus
 }
