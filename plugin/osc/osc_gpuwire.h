@@ -34,52 +34,9 @@
 #include "opal/class/opal_list.h"
 #include "opal/threads/mutex.h"
 
+#include "gpuwire/osc.h"
+
 #define GW_OSC_TAG 4242
-
-/* Message kinds. */
-enum {
-    GW_OSC_PUT = 1,
-    GW_OSC_GET,        /* reply: the target's data */
-    GW_OSC_ACC,
-    GW_OSC_GACC,       /* reply: the target's data before the op */
-    GW_OSC_CAS,        /* payload: origin value then compare value; reply: old */
-    GW_OSC_LOCK,       /* lock_type in aux */
-    GW_OSC_UNLOCK,     /* count: the ops sent; acknowledged once applied */
-    GW_OSC_FLUSH,      /* count: the ops sent; acknowledged once applied */
-    GW_OSC_COMPLETE,   /* PSCW: the ops sent in the access epoch */
-    GW_OSC_POST,       /* PSCW: the target's exposure epoch is open */
-    GW_OSC_REPLY,      /* id: the origin's pending get; payload: data */
-    GW_OSC_GRANT,      /* lock granted */
-    GW_OSC_ACK,        /* unlock or flush done; count: the origin's ops applied */
-};
-
-/* hdr aux of GW_OSC_ACC: the payload is the description of the origin's
- * device buffer (osc_gpuwire_direct.c), not its bytes. */
-#define GW_OSC_BY_REF 1
-
-typedef struct {
-    uint32_t kind;
-    int32_t aux;      /* lock type; GW_OSC_BY_REF */
-    int32_t op;       /* Fortran handle of the predefined op */
-    int32_t type;     /* Fortran handle of the predefined element type */
-    uint32_t nblocks; /* target layout blocks that follow; 0: contiguous */
-    uint32_t pad;
-    int64_t disp;     /* target displacement (units of the target's disp_unit) */
-    uint64_t bytes;   /* bytes of the target layout (= payload of put/acc) */
-    uint64_t count;   /* completion count; reply id */
-} gw_osc_hdr_t;
-
-typedef struct {
-    int64_t off;      /* from the target address */
-    uint64_t len;
-} gw_osc_block_t;
-
-/* A region of a dynamic window. */
-typedef struct {
-    char *base;
-    size_t len;
-    int gpu; /* -1: host memory */
-} gw_osc_region_t;
 
 /* An origin's get (or get-accumulate, CAS): where its reply goes. */
 typedef struct gw_osc_pending {
@@ -102,11 +59,6 @@ typedef struct gw_osc_msg {
     int peer;
 } gw_osc_msg_t;
 OBJ_CLASS_DECLARATION(gw_osc_msg_t);
-
-typedef struct {
-    int origin;
-    int type;
-} gw_osc_waiter_t;
 
 /* The same-node direct path to one target's window (osc_gpuwire_direct.c):
  * a device window mapped into this process (Put and Get copied on a GPU
@@ -153,25 +105,11 @@ typedef struct gw_osc_module {
     opal_list_t pending;   /* gw_osc_pending_t: replies awaited */
     uint64_t next_id;
 
-    uint64_t *sent;        /* ops sent to each target, ever */
-    uint64_t *applied;     /* ops applied from each origin, ever */
-    uint64_t *flush_want;  /* per origin: ack when applied reaches it (0: none) */
-    int *flush_kind;       /* GW_OSC_UNLOCK / GW_OSC_FLUSH of that request */
-    uint64_t *complete_want; /* PSCW: count of the origin's COMPLETE, else UINT64_MAX */
-    int *posts;            /* POSTs received from each rank, not yet consumed */
-    int *grants;           /* grants received from each target, not consumed */
-    uint64_t *acked;       /* per target: its operations applied, as last acknowledged */
-    uint64_t *unlocks;     /* unlock acknowledgements from each target, ever */
-    uint64_t *unlocks_sent; /* unlocks sent to each target, ever */
+    /* Completion counts, the target's lock, the origin's lock epochs
+     * (gpuwire/osc.h, the core's one-sided engine). */
+    gw_osc_sync_t sync;
 
-    /* Target lock state: > 0 shared holders, -1 exclusive. */
-    int lock_state;
-    gw_osc_waiter_t *waiters;
-    int nwaiters, cap_waiters;
-
-    /* Origin epochs. */
-    int *locked;           /* lock type held on each target, 0: none */
-    bool lock_all;
+    /* Origin epochs (PSCW). */
     ompi_group_t *start_group;
     int *start_ranks;      /* comm ranks of start_group */
     int nstart;
@@ -236,7 +174,25 @@ void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
 void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t want);
 void gw_osc_wait_pending(gw_osc_module_t *m);
 void gw_osc_wait_sends(gw_osc_module_t *m);
-void gw_osc_grant_waiters(gw_osc_module_t *m);
+/* The window's synchronisation state (m->sync) with its callbacks. */
+int gw_osc_sync_setup(gw_osc_module_t *m);
+
+/* An error of the core's one-sided engine (gpuwire/osc.h) as Open MPI's. */
+static inline int gw_osc_rc(int rc)
+{
+    switch (rc) {
+    case 0:
+        return OMPI_SUCCESS;
+    case GW_OSC_ERR_SYNC:
+        return OMPI_ERR_RMA_SYNC;
+    case GW_OSC_ERR_RANGE:
+        return OMPI_ERR_RMA_RANGE;
+    case GW_OSC_ERR_NOMEM:
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    default: /* the engine's other codes; a callback's own pass through */
+        return rc >= GW_OSC_ERR_FAILED && rc <= GW_OSC_ERR_SYNC ? OMPI_ERROR : rc;
+    }
+}
 
 /* osc_gpuwire_ops.c */
 int gw_osc_put(const void *, int, ompi_datatype_t *, int, ptrdiff_t, int, ompi_datatype_t *,
@@ -306,8 +262,5 @@ int gw_osc_flush(int, ompi_win_t *);
 int gw_osc_flush_all(ompi_win_t *);
 int gw_osc_flush_local(int, ompi_win_t *);
 int gw_osc_flush_local_all(ompi_win_t *);
-/* Target side: a lock request; an unlock or flush whose count is reached. */
-void gw_osc_lock_request(gw_osc_module_t *m, int origin, int type);
-void gw_osc_check_flushes(gw_osc_module_t *m, int origin);
 
 #endif

@@ -1,6 +1,10 @@
 /*
  * osc/gpuwire's target side: an operation applied to the window's memory,
  * host or device (staged through host memory), one at a time per window.
+ * The blocks are located and applied by the core's one-sided engine
+ * (gw_osc_apply_blocks, gpuwire/osc.h); here are what it calls back for --
+ * device copies, the reduction of an MPI op -- and accumulates sent by
+ * reference.
  */
 #include "osc_gpuwire.h"
 
@@ -11,37 +15,19 @@
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
-/* Where [disp + off, + len) lies in this window, and on which GPU; NULL when
- * outside it. */
-static char *locate(gw_osc_module_t *m, int64_t disp, int64_t off, uint64_t len, int *gpu)
+/* The window as the core's one-sided engine sees it (gpuwire/osc.h). */
+static gw_osc_window_t window_of(const gw_osc_module_t *m)
 {
-    if (m->flavor == MPI_WIN_FLAVOR_DYNAMIC) {
-        uintptr_t a = (uintptr_t)disp + (uintptr_t)off;
-        for (int i = 0; i < m->nregions; i++) {
-            gw_osc_region_t *r = &m->regions[i];
-            if (a >= (uintptr_t)r->base && a + len <= (uintptr_t)r->base + r->len) {
-                *gpu = r->gpu;
-                return (char *)a;
-            }
-        }
-        return NULL;
-    }
-    int64_t at = disp * m->disp_unit + off;
-    if (at < 0 || (uint64_t)at + len > m->win_size) return NULL;
-    *gpu = m->win_gpu;
-    return m->base + at;
+    return (gw_osc_window_t){.dynamic = m->flavor == MPI_WIN_FLAVOR_DYNAMIC,
+                             .base = m->base,
+                             .size = m->win_size,
+                             .disp_unit = m->disp_unit,
+                             .gpu = m->win_gpu,
+                             .regions = m->regions,
+                             .nregions = m->nregions};
 }
 
 static int copy_in(char *dst, const char *src, size_t len, int gpu)
-{
-    if (gpu < 0) {
-        memcpy(dst, src, len);
-        return 0;
-    }
-    return gw_osc_dev_copy(dst, src, len, gpu);
-}
-
-static int copy_out(char *dst, const char *src, size_t len, int gpu)
 {
     if (gpu < 0) {
         memcpy(dst, src, len);
@@ -89,7 +75,9 @@ static int apply_by_ref(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h,
                         MPI_Op op)
 {
     int gpu = -1;
-    char *at = h->nblocks == 1 ? locate(m, h->disp, blocks[0].off, blocks[0].len, &gpu) : NULL;
+    const gw_osc_window_t w = window_of(m);
+    char *at = h->nblocks == 1 ? gw_osc_locate(&w, h->disp, blocks[0].off, blocks[0].len, &gpu)
+                               : NULL;
     ompi_proc_t *p = ompi_comm_peer_lookup(m->comm, origin);
     if (at == NULL || gpu < 0 || p == NULL) {
         opal_output(0, "osc:gpuwire: rank %d's accumulate by reference does not fit rank %d's "
@@ -100,18 +88,40 @@ static int apply_by_ref(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h,
                                     type, op, gpu);
 }
 
+/* What the engine's gw_osc_apply_blocks leaves to Open MPI and the GPU:
+ * device copies, and the reduction of op on type. */
+typedef struct {
+    MPI_Datatype type;
+    MPI_Op op;
+} apply_ctx_t;
+
+static int mem_copy(void *ctx, void *dst, const void *src, size_t len, int gpu)
+{
+    (void)ctx;
+    return gw_osc_dev_copy(dst, src, len, gpu);
+}
+
+static int mem_combine(void *ctx, void *dst, const void *src, size_t len, int32_t type,
+                       int32_t op, int gpu)
+{
+    (void)type;
+    (void)op;
+    const apply_ctx_t *c = ctx;
+    return combine(dst, src, len, c->type, c->op, gpu);
+}
+
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body)
 {
     const gw_osc_block_t *blocks = (const gw_osc_block_t *)body;
     const char *payload = body + h->nblocks * sizeof(*blocks);
-    bool fetch = h->kind == GW_OSC_GET || h->kind == GW_OSC_GACC || h->kind == GW_OSC_CAS;
+    const bool fetch = gw_osc_fetches(h->kind);
     char *reply = NULL;
-    int failed = 0;
-    MPI_Datatype type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE;
-    MPI_Op op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL;
+    apply_ctx_t c = {
+        .type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE,
+        .op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL};
 
     if (h->kind == GW_OSC_ACC && h->aux == GW_OSC_BY_REF) {
-        (void)apply_by_ref(m, origin, h, blocks, payload, type, op);
+        (void)apply_by_ref(m, origin, h, blocks, payload, c.type, c.op);
         return;
     }
     if (fetch) {
@@ -122,37 +132,16 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
             abort();
         }
     }
-    size_t pos = 0;
-    for (uint32_t i = 0; i < h->nblocks && !failed; i++) {
-        int gpu = -1;
-        char *at = locate(m, h->disp, blocks[i].off, blocks[i].len, &gpu);
-        size_t len = blocks[i].len;
-        if (at == NULL) {
-            opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%zu) outside rank %d's window; "
-                        "operation dropped", origin, (long long)(h->disp + blocks[i].off), len,
-                        m->rank);
-            failed = 1;
-            break;
-        }
-        if (fetch) failed |= copy_out(reply + pos, at, len, gpu);
-        switch (h->kind) {
-        case GW_OSC_PUT:
-            failed |= copy_in(at, payload + pos, len, gpu);
-            break;
-        case GW_OSC_ACC:
-        case GW_OSC_GACC:
-            if (op != MPI_NO_OP) failed |= combine(at, payload + pos, len, type, op, gpu);
-            break;
-        case GW_OSC_CAS:
-            /* payload: new value, then compare value */
-            if (memcmp(reply, payload + len, len) == 0) failed |= copy_in(at, payload, len, gpu);
-            break;
-        default:
-            break;
-        }
-        pos += len;
+    const gw_osc_window_t w = window_of(m);
+    const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
+    gw_osc_miss_t miss = {0, 0};
+    int rc = gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
+    if (rc == GW_OSC_ERR_RANGE) {
+        opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%llu) outside rank %d's window; "
+                    "operation dropped", origin, (long long)miss.at,
+                    (unsigned long long)miss.len, m->rank);
     }
-    if (failed) {
+    if (rc != 0) {
         opal_output(0, "osc:gpuwire: an operation of kind %u from rank %d failed at rank %d",
                     h->kind, origin, m->rank);
     }

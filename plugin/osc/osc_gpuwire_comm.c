@@ -77,52 +77,44 @@ int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64
     return gw_osc_send(m, peer, &h, NULL, 0, NULL, 0);
 }
 
+/* The core's one-sided engine (gpuwire/osc.h) calls these back, under
+ * m->lock, as it handles the window's messages. */
+static int ctl_cb(void *ctx, int peer, uint32_t kind, int aux, uint64_t count)
+{
+    return gw_osc_send_ctl(ctx, peer, kind, aux, count);
+}
+
+static void apply_cb(void *ctx, int origin, const gw_osc_hdr_t *h, const char *body)
+{
+    gw_osc_apply(ctx, origin, h, body);
+}
+
+static void reply_cb(void *ctx, const gw_osc_hdr_t *h, const char *body)
+{
+    gw_osc_reply(ctx, h, body);
+}
+
+int gw_osc_sync_setup(gw_osc_module_t *m)
+{
+    const gw_osc_sync_ops_t ops = {.send_ctl = ctl_cb, .apply = apply_cb, .reply = reply_cb,
+                                   .ctx = m};
+    return gw_osc_rc(gw_osc_sync_init(&m->sync, m->size, &ops));
+}
+
 static void handle(gw_osc_module_t *m, int peer, const char *buf, size_t len)
 {
-    const gw_osc_hdr_t *h = (const gw_osc_hdr_t *)buf;
-    const char *body = buf + sizeof(*h);
-    if (len < sizeof(*h)) {
+    switch (gw_osc_sync_handle(&m->sync, peer, buf, len)) {
+    case 0:
+        break;
+    case GW_OSC_ERR_SHORT:
         opal_output(0, "osc:gpuwire: short message (%zu bytes) from rank %d dropped", len, peer);
-        return;
-    }
-    switch (h->kind) {
-    case GW_OSC_PUT:
-    case GW_OSC_GET:
-    case GW_OSC_ACC:
-    case GW_OSC_GACC:
-    case GW_OSC_CAS:
-        gw_osc_apply(m, peer, h, body);
-        m->applied[peer]++;
-        gw_osc_check_flushes(m, peer);
         break;
-    case GW_OSC_LOCK:
-        gw_osc_lock_request(m, peer, h->aux);
-        break;
-    case GW_OSC_UNLOCK:
-    case GW_OSC_FLUSH:
-        m->flush_want[peer] = h->count;
-        m->flush_kind[peer] = (int)h->kind | (h->aux ? 0x100 : 0);
-        gw_osc_check_flushes(m, peer);
-        break;
-    case GW_OSC_COMPLETE:
-        m->complete_want[peer] = h->count;
-        break;
-    case GW_OSC_POST:
-        m->posts[peer]++;
-        break;
-    case GW_OSC_REPLY:
-        gw_osc_reply(m, h, body);
-        break;
-    case GW_OSC_GRANT:
-        m->grants[peer]++;
-        break;
-    case GW_OSC_ACK:
-        if (h->count > m->acked[peer]) m->acked[peer] = h->count;
-        if (h->aux) m->unlocks[peer]++;
-        break;
+    case GW_OSC_ERR_NOMEM:
+        opal_output(0, "osc:gpuwire: out of memory queueing a lock request");
+        abort();
     default:
-        opal_output(0, "osc:gpuwire: unknown message kind %u from rank %d dropped", h->kind,
-                    peer);
+        opal_output(0, "osc:gpuwire: unknown message kind %u from rank %d dropped",
+                    ((const gw_osc_hdr_t *)buf)->kind, peer);
     }
 }
 

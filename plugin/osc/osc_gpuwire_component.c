@@ -214,18 +214,7 @@ static void module_release(gw_osc_module_t *m)
     if (m->free_base) free(m->base);
     free(m->regions);
     free(m->ref_want);
-    free(m->sent);
-    free(m->applied);
-    free(m->flush_want);
-    free(m->flush_kind);
-    free(m->complete_want);
-    free(m->posts);
-    free(m->grants);
-    free(m->acked);
-    free(m->unlocks);
-    free(m->unlocks_sent);
-    free(m->waiters);
-    free(m->locked);
+    gw_osc_sync_fini(&m->sync);
     free(m->start_ranks);
     free(m->post_ranks);
     OBJ_DESTRUCT(&m->incoming);
@@ -265,25 +254,11 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
     }
     m->rank = ompi_comm_rank(m->comm);
     m->size = ompi_comm_size(m->comm);
-    size_t n = (size_t)m->size;
-    m->sent = calloc(n, sizeof(uint64_t));
-    m->applied = calloc(n, sizeof(uint64_t));
-    m->flush_want = calloc(n, sizeof(uint64_t));
-    m->flush_kind = calloc(n, sizeof(int));
-    m->complete_want = calloc(n, sizeof(uint64_t));
-    m->posts = calloc(n, sizeof(int));
-    m->grants = calloc(n, sizeof(int));
-    m->acked = calloc(n, sizeof(uint64_t));
-    m->unlocks = calloc(n, sizeof(uint64_t));
-    m->unlocks_sent = calloc(n, sizeof(uint64_t));
-    m->locked = calloc(n, sizeof(int));
-    if (!m->sent || !m->applied || !m->flush_want || !m->flush_kind || !m->complete_want ||
-        !m->posts || !m->grants || !m->acked || !m->unlocks || !m->unlocks_sent ||
-        !m->locked) {
+    rc = gw_osc_sync_setup(m);
+    if (rc != OMPI_SUCCESS) {
         module_release(m);
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        return rc;
     }
-    for (size_t i = 0; i < n; i++) m->complete_want[i] = UINT64_MAX;
     switch (flavor) {
     case MPI_WIN_FLAVOR_CREATE:
         m->base = *base;
@@ -335,7 +310,9 @@ static int win_free(ompi_win_t *win)
     gw_osc_wait_pending(m);
     /* Unlocks that returned without their acknowledgement: every target has
      * handled them before any rank frees. */
-    for (int t = 0; t < m->size; t++) gw_osc_wait_reached(m, &m->unlocks[t], m->unlocks_sent[t]);
+    for (int t = 0; t < m->size; t++) {
+        gw_osc_wait_reached(m, &m->sync.unlocks[t], m->sync.unlocks_sent[t]);
+    }
     gw_osc_wait_sends(m);
     /* The mappings of the peers' windows go before the peers may free them. */
     gw_osc_direct_release(m);

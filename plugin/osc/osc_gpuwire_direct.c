@@ -27,7 +27,8 @@
  *
  * Host windows (create and allocate) on this node: the description is the
  * process and the window's address, and a contiguous Put or Get from a host
- * buffer is one cross-memory-attach system call (osc_gpuwire_cma.c), complete
+ * buffer is one cross-memory-attach system call (the core's gw_osc_cma_copy,
+ * gpuwire/osc.h), complete
  * on return, where the origin may ptrace the target.
  *
  * Everything else keeps the message path: other accumulates, layouts that
@@ -43,7 +44,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "osc_gpuwire_cma.h"
 #include "osc_gpuwire_device.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
@@ -297,10 +297,10 @@ int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target)
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? m->size : target + 1); t++) {
         opal_mutex_lock(&m->lock);
         uint64_t want = m->ref_want[t];
-        bool need = want > m->acked[t];
+        bool need = want > m->sync.acked[t];
         if (need) gw_osc_send_ctl(m, t, GW_OSC_FLUSH, 0, want);
         opal_mutex_unlock(&m->lock);
-        if (need) gw_osc_wait_reached(m, &m->acked[t], want);
+        if (need) gw_osc_wait_reached(m, &m->sync.acked[t], want);
     }
     return OMPI_SUCCESS;
 }

@@ -382,7 +382,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         p->done = false;
         opal_list_append(&m->pending, &p->super);
     }
-    m->sent[c->target]++;
+    m->sync.sent[c->target]++;
     if (h.aux == GW_OSC_BY_REF) {
         if (m->ref_want == NULL) m->ref_want = calloc((size_t)m->size, sizeof(*m->ref_want));
         if (m->ref_want == NULL) {
@@ -390,7 +390,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
             free(blocks);
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
-        m->ref_want[c->target] = m->sent[c->target];
+        m->ref_want[c->target] = m->sync.sent[c->target];
         __atomic_fetch_add(&mca_osc_gpuwire_component.acc_by_ref, 1ULL, __ATOMIC_RELAXED);
     }
     rc = gw_osc_send(m, c->target, &h, blocks, h.nblocks * sizeof(*blocks), payload, plen);

@@ -1,0 +1,92 @@
+// An operation applied to the target's window (gpuwire/osc.h): the blocks
+// of the target's layout located in the window, the fetching kinds' old
+// bytes read first, then the new ones written, combined or compared. Host
+// memory is copied here; device memory and the reduction of an op are the
+// caller's (gw_osc_mem_ops_t).
+#include "gpuwire/osc.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+int copy(const gw_osc_mem_ops_t *ops, char *dst, const char *src, size_t len, int gpu)
+{
+    if (gpu < 0) {
+        std::memcpy(dst, src, len);
+        return 0;
+    }
+    return ops->copy(ops->ctx, dst, src, len, gpu);
+}
+
+}  // namespace
+
+extern "C" {
+
+char *gw_osc_locate(const gw_osc_window_t *w, int64_t disp, int64_t off, uint64_t len, int *gpu)
+{
+    if (w->dynamic) {
+        uintptr_t a = static_cast<uintptr_t>(disp) + static_cast<uintptr_t>(off);
+        for (int i = 0; i < w->nregions; i++) {
+            const gw_osc_region_t *r = &w->regions[i];
+            auto base = reinterpret_cast<uintptr_t>(r->base);
+            if (a >= base && a + len <= base + r->len) {
+                *gpu = r->gpu;
+                return reinterpret_cast<char *>(a);
+            }
+        }
+        return nullptr;
+    }
+    int64_t at = disp * w->disp_unit + off;
+    if (at < 0 || static_cast<uint64_t>(at) + len > w->size) return nullptr;
+    *gpu = w->gpu;
+    return w->base + at;
+}
+
+bool gw_osc_fetches(uint32_t kind)
+{
+    return kind == GW_OSC_GET || kind == GW_OSC_GACC || kind == GW_OSC_CAS;
+}
+
+int gw_osc_apply_blocks(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const char *body,
+                        char *reply, const gw_osc_mem_ops_t *ops, gw_osc_miss_t *miss)
+{
+    const auto *blocks = reinterpret_cast<const gw_osc_block_t *>(body);
+    const char *payload = body + h->nblocks * sizeof(*blocks);
+    const bool fetch = gw_osc_fetches(h->kind);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < h->nblocks; i++) {
+        int gpu = -1;
+        const size_t len = blocks[i].len;
+        char *at = gw_osc_locate(w, h->disp, blocks[i].off, len, &gpu);
+        if (at == nullptr) {
+            miss->at = h->disp + blocks[i].off;
+            miss->len = len;
+            return GW_OSC_ERR_RANGE;
+        }
+        int failed = fetch ? copy(ops, reply + pos, at, len, gpu) : 0;
+        switch (h->kind) {
+        case GW_OSC_PUT:
+            failed |= copy(ops, at, payload + pos, len, gpu);
+            break;
+        case GW_OSC_ACC:
+        case GW_OSC_GACC:
+            failed |= ops->combine(ops->ctx, at, payload + pos, len, h->type, h->op, gpu);
+            break;
+        case GW_OSC_CAS:
+            // One element, so one block: the new value, then the compare
+            // value, against the old value just read.
+            if (std::memcmp(reply, payload + len, len) == 0) {
+                failed |= copy(ops, at, payload, len, gpu);
+            }
+            break;
+        default:
+            break;
+        }
+        if (failed) return GW_OSC_ERR_FAILED;
+        pos += len;
+    }
+    return 0;
+}
+
+}  // extern "C"
