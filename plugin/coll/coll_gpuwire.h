@@ -38,7 +38,7 @@ enum {
 /* coll_gpuwire_hierarchical: device Allreduce, Reduce, Bcast and Allgather
  * on communicators that span several nodes composed per level, e.g.
  * Allreduce as reduce in each node, allreduce among the nodes' first ranks,
- * bcast in each node (coll_gpuwire_hier.c). */
+ * bcast in each node (ucx_glue/coll/hier, coll_gpuwire_hier.c). */
 enum {
     GW_HIER_NEVER = 0,
     GW_HIER_AUTO = 1,   /* where the levels' algorithms run on the GPU */

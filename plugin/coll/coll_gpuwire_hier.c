@@ -1,38 +1,17 @@
 /*
- * Allreduce, Reduce, Bcast and Allgather on device buffers across several
- * nodes, composed from what runs best at each level. Allreduce:
+ * The glue of the hierarchical collectives: Allreduce, Reduce, Bcast and
+ * Allgather(v) on device buffers across several nodes, composed from what
+ * runs best at each level. The algorithm -- which rank starts which
+ * collective or message at which level, on which bytes -- is the collective
+ * engine's (gpuwire/coll_hier.h, ucx_glue/coll/hier). Here: whether a call
+ * runs that way, the levels as sub-communicators, the engine's transport
+ * over them, and the blocking and non-blocking drivers of its steps.
  *
- *   1. Reduce inside each node to the node's first rank (node communicator:
- *      the ring on the GPU over CUDA IPC/NVLink, or staged);
- *   2. Allreduce among those first ranks, one per node, in place (leaders'
- *      communicator: the ring over point-to-point, GPUDirect RDMA or the
- *      staged pipeline between nodes);
- *   3. Bcast inside each node from its first rank (NVLink kernels or point-
- *      to-point on the application's buffer).
- *
- * Reduce: inside each node to its first rank (into a device temporary
- * unless it is the root), among the first ranks to the root's node's, and
- * from there to the root by one message when the root is not its node's
- * first rank. Bcast: inside the root's node from the root, then among the
- * nodes' first ranks from the root's node's, then inside every other node
- * from its first rank.
- *
- * Allgather and Allgatherv: the blocks laid out node by node (each node's
- * in its ranks' order): inside each node into the node's run, among the
- * nodes' first ranks in place (an Allgatherv of one run per node), then a
- * Bcast of all of them inside each node from its first rank. Where that
- * layout is the receive buffer's own (every node's ranks consecutive in the
- * communicator and the blocks packed in rank order: an Allgather under
- * Open MPI's default mapping by slot), the steps run on the receive buffer;
- * otherwise on a device temporary, and one copy per block puts each in its
- * place.
- *
- * Each step is a collective on a sub-communicator, so the component's own
- * dispatch picks its algorithm there; nothing here touches the bytes. Only
- * the leaders' traffic crosses the network, once per node instead of once
- * per rank. The predefined ops it takes are commutative and associative, so
- * the order of combination does not matter (floating-point sums may round
- * differently from a flat ring, as between any two algorithms).
+ * Each step is a collective on a sub-communicator (the node's ranks, or
+ * the nodes' first ranks), so the component's own dispatch picks its
+ * algorithm there: the ring on the GPU over CUDA IPC/NVLink or staged
+ * inside a node, point-to-point, GPUDirect RDMA or the staged pipeline
+ * between nodes.
  *
  * The sub-communicators are made at the communicator's first call that
  * could use them (a collective split over it, host buffers only) and freed
@@ -53,10 +32,12 @@
  */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_gpuwire.h"
+#include "coll_gpuwire_dispatch.h"
+#include "gpuwire/coll_hier.h"
 #include "gpuwire/gpu_device.h"
-#include "coll_gpuwire_hier.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/info/info.h"
@@ -209,6 +190,197 @@ static int hier_done(const gw_coll_args_t *a, int rc)
 }
 
 /* ------------------------------------------------------------------------
+ * One call: the engine's job, and its transport over the sub-communicators.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    mca_coll_gpuwire_module_t *m;
+    gw_coll_args_t a;
+    gw_ce_hier_job_t *job;
+    gw_ce_hier_transport_t t; /* ctx: this call */
+    int gpu;                  /* the GPU of the temporary and the copies */
+    gw_coll_dev_buf_t tmp;
+    /* The non-blocking form. */
+    ompi_request_t *sub; /* the step in flight */
+    uint64_t ticket;     /* step 3's last copy */
+    bool copying;
+    bool finished;
+    uint64_t seq;        /* 1 + how many non-blocking calls the module had before */
+    bool passed;         /* hier_nb_passed counts this call */
+} gw_coll_hier_call_t;
+
+static struct ompi_datatype_t *hier_type(const gw_coll_hier_call_t *c, gw_ce_hier_type_t t)
+{
+    switch (t) {
+    case GW_CE_HIER_STYPE: return c->a.sdtype;
+    case GW_CE_HIER_RTYPE: return c->a.rdtype;
+    case GW_CE_HIER_NOTYPE: return MPI_DATATYPE_NULL;
+    default: return c->a.dtype;
+    }
+}
+
+/* A sub-collective on comm, blocking when req is NULL, else its
+ * non-blocking form (the request in *req). */
+#define HIER_SUB(comm, fn, req, ...)                                                          \
+    (NULL == (req) ? (comm)->c_coll->coll_##fn(__VA_ARGS__, (comm),                            \
+                                               (comm)->c_coll->coll_##fn##_module)             \
+                   : (comm)->c_coll->coll_i##fn(__VA_ARGS__, (comm), (req),                    \
+                                                (comm)->c_coll->coll_i##fn##_module))
+
+/* The engine's start: the step's sub-collective on the level's communicator
+ * (the call's op and datatypes), or Reduce's message inside the node. */
+static int hier_sub_start(void *ctx, const gw_ce_hier_sub_t *s, void **reqp)
+{
+    gw_coll_hier_call_t *c = ctx;
+    struct ompi_communicator_t *comm =
+        GW_CE_HIER_NODE == s->level ? c->m->hier_node : c->m->hier_leaders;
+    ompi_request_t *r = NULL, **req = NULL == reqp ? NULL : &r;
+    const void *send = s->in_place ? MPI_IN_PLACE : s->sbuf;
+    struct ompi_datatype_t *st = hier_type(c, s->stype), *rt = hier_type(c, s->rtype);
+    const int tag = gw_coll_tag(GW_COLL_REDUCE);
+    int rc;
+    switch (s->kind) {
+    case GW_CE_HIER_SUB_REDUCE:
+        rc = HIER_SUB(comm, reduce, req, send, s->rbuf, s->count, rt, c->a.op, s->root);
+        break;
+    case GW_CE_HIER_SUB_ALLREDUCE:
+        rc = HIER_SUB(comm, allreduce, req, send, s->rbuf, s->count, rt, c->a.op);
+        break;
+    case GW_CE_HIER_SUB_BCAST:
+        rc = HIER_SUB(comm, bcast, req, s->rbuf, s->count, rt, s->root);
+        break;
+    case GW_CE_HIER_SUB_ALLGATHER:
+        rc = HIER_SUB(comm, allgather, req, send, s->scount, st, s->rbuf, s->count, rt);
+        break;
+    case GW_CE_HIER_SUB_ALLGATHERV:
+        rc = HIER_SUB(comm, allgatherv, req, send, s->scount, st, s->rbuf, (int *)s->counts,
+                      (int *)s->displs, rt);
+        break;
+    case GW_CE_HIER_SUB_SEND:
+        rc = NULL == req ? MCA_PML_CALL(send(s->sbuf, s->count, rt, s->root, tag,
+                                             MCA_PML_BASE_SEND_STANDARD, comm))
+                         : MCA_PML_CALL(isend(s->sbuf, s->count, rt, s->root, tag,
+                                              MCA_PML_BASE_SEND_STANDARD, comm, req));
+        break;
+    case GW_CE_HIER_SUB_RECV:
+        rc = NULL == req
+                 ? MCA_PML_CALL(recv(s->rbuf, s->count, rt, s->root, tag, comm, MPI_STATUS_IGNORE))
+                 : MCA_PML_CALL(irecv(s->rbuf, s->count, rt, s->root, tag, comm, req));
+        break;
+    default: return OMPI_ERR_BAD_PARAM;
+    }
+    if (NULL != reqp) *reqp = r;
+    return rc;
+}
+
+/* The engine's temporary: the call's device scratch. */
+static int hier_sub_temp(void *ctx, size_t len, void **ptr)
+{
+    gw_coll_hier_call_t *c = ctx;
+    char why[256];
+    if (0 != gw_coll_scratch_get(len, c->gpu, &c->tmp, why, sizeof(why))) {
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    *ptr = c->tmp.ptr;
+    return OMPI_SUCCESS;
+}
+
+/* The engine's copies, on the call's GPU; the non-blocking form's are
+ * waited for by the job's poll (c->copying). */
+static int hier_sub_copy(void *ctx, const gw_ce_hier_copy_t *cp, size_t n, bool wait)
+{
+    gw_coll_hier_call_t *c = ctx;
+    char why[256];
+    int err = 0;
+    for (size_t i = 0; i < n && 0 == err; ++i) {
+        err = gw_coll_copy_start(cp[i].dst, cp[i].src, cp[i].bytes, c->gpu, &c->ticket, why,
+                                 sizeof(why));
+    }
+    if (0 == err) {
+        if (wait) {
+            err = gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why));
+        } else {
+            c->copying = true;
+        }
+    }
+    if (0 != err) {
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+        return OMPI_ERROR;
+    }
+    return OMPI_SUCCESS;
+}
+
+static gw_ce_hier_coll_t hier_coll(int id)
+{
+    switch (id) {
+    case GW_COLL_ALLREDUCE: return GW_CE_HIER_ALLREDUCE;
+    case GW_COLL_REDUCE: return GW_CE_HIER_REDUCE;
+    case GW_COLL_BCAST: return GW_CE_HIER_BCAST;
+    case GW_COLL_ALLGATHER: return GW_CE_HIER_ALLGATHER;
+    default: return GW_CE_HIER_ALLGATHERV;
+    }
+}
+
+/* OMPI_SUCCESS, GW_COLL_DECLINED (every rank alike) or an error; c is
+ * finished with hier_call_fini in every case. */
+static int hier_call_init(gw_coll_hier_call_t *c, mca_coll_gpuwire_module_t *m,
+                          const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    memset(c, 0, sizeof(*c));
+    c->m = m;
+    c->a = *a;
+    c->gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
+    c->t.ctx = c;
+    c->t.start = hier_sub_start;
+    c->t.temp = hier_sub_temp;
+    c->t.copy = hier_sub_copy;
+    gw_ce_hier_call_t h = {.coll = hier_coll(a->id), .op = -1, .type = -1,
+                           .size = ompi_comm_size(a->comm), .rank = ompi_comm_rank(a->comm),
+                           .where = m->hier_where, .in_place = MPI_IN_PLACE == a->sbuf,
+                           .sbuf = a->sbuf, .rbuf = a->rbuf, .count = a->count, .root = a->root,
+                           .scount = a->scount, .rcount = a->rcount, .rcounts = a->rcounts,
+                           .rdispls = a->rdispls};
+    if (GW_CE_HIER_ALLREDUCE == h.coll || GW_CE_HIER_REDUCE == h.coll) {
+        gw_coll_table_ids(a->op, a->dtype, &h.op, &h.type); /* the accepts checked it */
+        ompi_datatype_type_size(a->dtype, &h.es);          /* dense (the accepts) */
+    } else if (GW_CE_HIER_ALLGATHER == h.coll || GW_CE_HIER_ALLGATHERV == h.coll) {
+        ptrdiff_t lb, extent;
+        ompi_datatype_get_extent(a->rdtype, &lb, &extent);
+        ompi_datatype_type_size(a->rdtype, &h.r_size);
+        h.r_extent = (size_t)extent;
+        h.r_dense = 0 == lb && (size_t)extent == h.r_size;
+    }
+    char why[256] = "";
+    const int rc = gw_ce_hier_start(&h, &c->t, &c->job, why, sizeof(why));
+    if (GW_CE_HIER_DECLINED == rc) return GW_COLL_DECLINED;
+    if ('\0' != why[0]) { /* the engine's own error; the transport's said why already */
+        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(a->id), why);
+        return GW_CE_ERR_NOMEM == rc ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_BAD_PARAM;
+    }
+    return rc;
+}
+
+/* Gives back what the call holds. */
+static void hier_call_fini(gw_coll_hier_call_t *c)
+{
+    gw_ce_hier_free(c->job);
+    c->job = NULL;
+    gw_coll_scratch_put(&c->tmp);
+}
+
+/* Starts the call's next step: OMPI_SUCCESS (with *req set when req is not
+ * NULL and the step is a collective or message on this rank), GW_CE_HIER_END
+ * when none is left, or an error. */
+static int hier_step(gw_coll_hier_call_t *c, ompi_request_t **req)
+{
+    void *r = NULL;
+    const int rc = gw_ce_hier_step(c->job, NULL == req ? NULL : &r);
+    if (NULL != req) *req = r;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
  * The non-blocking form: a job (gw_coll_nb_job) that starts each step once
  * the one before it has completed. Its sub-collectives are started from
  * MPI's progress, on the sub-communicators, and every rank must start them
@@ -240,7 +412,7 @@ static int hier_job_poll(void *p, bool query, bool *done)
     gw_coll_hier_call_t *c = p;
     *done = c->finished;
     if (c->finished) return OMPI_SUCCESS;
-    if (0 == c->step && __atomic_load_n(&c->m->hier_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
+    if (0 == gw_ce_hier_next(c->job) && __atomic_load_n(&c->m->hier_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
         return OMPI_SUCCESS;
     }
     for (;;) {
@@ -262,10 +434,12 @@ static int hier_job_poll(void *p, bool query, bool *done)
             if (!reached) return OMPI_SUCCESS;
             c->copying = false;
         }
-        if (c->step < HIER_COMM_STEPS && hier_levels_settling(c)) return OMPI_SUCCESS;
-        const int rc = gw_coll_hier_step(c, &c->sub);
-        if (c->step >= HIER_COMM_STEPS) hier_job_pass(c);
-        if (HIER_END == rc) {
+        if (gw_ce_hier_next(c->job) < GW_CE_HIER_COMM_STEPS && hier_levels_settling(c)) {
+            return OMPI_SUCCESS;
+        }
+        const int rc = hier_step(c, &c->sub);
+        if (gw_ce_hier_next(c->job) >= GW_CE_HIER_COMM_STEPS) hier_job_pass(c);
+        if (GW_CE_HIER_END == rc) {
             c->finished = *done = true;
             hier_done(&c->a, OMPI_SUCCESS);
             return OMPI_SUCCESS;
@@ -287,7 +461,7 @@ static void hier_job_release(void *p)
         opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
     }
     hier_job_pass(c);
-    gw_coll_hier_call_fini(c);
+    hier_call_fini(c);
     free(c);
 }
 
@@ -299,9 +473,9 @@ static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     gw_coll_hier_call_t *c = malloc(sizeof(*c));
     if (NULL == c) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
-    int rc = gw_coll_hier_call_init(c, m, a, r);
+    int rc = hier_call_init(c, m, a, r);
     if (OMPI_SUCCESS != rc) {
-        gw_coll_hier_call_fini(c);
+        hier_call_fini(c);
         free(c);
         return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
     }
@@ -340,14 +514,14 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
 
     gw_coll_hier_call_t c;
-    int rc = gw_coll_hier_call_init(&c, m, a, r);
+    int rc = hier_call_init(&c, m, a, r);
     if (OMPI_SUCCESS == rc) {
         hier_wait_turn(m);
-        while (OMPI_SUCCESS == (rc = gw_coll_hier_step(&c, NULL))) {
+        while (OMPI_SUCCESS == (rc = hier_step(&c, NULL))) {
         }
-        if (HIER_END == rc) rc = OMPI_SUCCESS;
+        if (GW_CE_HIER_END == rc) rc = OMPI_SUCCESS;
     }
-    gw_coll_hier_call_fini(&c);
+    hier_call_fini(&c);
     return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
 }
 

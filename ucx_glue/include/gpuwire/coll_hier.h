@@ -1,0 +1,181 @@
+/*
+ * The hierarchical collectives of the collective engine (ucx_glue/coll/hier):
+ * Allreduce, Reduce, Bcast, Allgather and Allgatherv across several nodes,
+ * composed of collectives at two levels. Allreduce:
+ *
+ *   step 0  Reduce inside each node to the node's first rank (its leader);
+ *   step 1  Allreduce among the leaders, one per node, in place;
+ *   step 2  Bcast inside each node from its leader.
+ *
+ * Reduce: inside each node to its leader (into a device temporary unless
+ * the leader is the root), among the leaders to the root's node's, and from
+ * there to the root by one message when the root is not its node's leader.
+ * Bcast: inside the root's node from the root, among the leaders from the
+ * root's node's, then inside every other node from its leader.
+ *
+ * Allgather(v): the blocks laid out node by node (each node's in its ranks'
+ * order): inside each node into the node's run, among the leaders in place
+ * (an Allgatherv of one run per node), then a Bcast of all of them inside
+ * each node from its leader. Where that layout is the receive buffer's own
+ * (every node's ranks consecutive and the blocks packed in rank order), the
+ * steps run on the receive buffer; otherwise on a device temporary, and
+ * step 3 copies each block to its place.
+ *
+ * The engine never touches the bytes: each step is at most one collective
+ * or message on this rank (gw_ce_hier_sub_t), which the transport starts on
+ * the level's ranks (under coll gpuwire: a collective on the node's or the
+ * leaders' sub-communicator, so that the component's own dispatch picks its
+ * algorithm there), plus step 3's copies. Only the leaders' traffic
+ * crosses the network, once per node instead of once per rank. The ops a
+ * caller brings are commutative and associative: the order of combination
+ * does not matter.
+ *
+ * Layout (gw_ce_hier_call_t.where): for every rank q of the communicator,
+ * where[2q] is its node's index (the rank of the node's leader among the
+ * leaders; nodes are numbered 0..N-1) and where[2q+1] its rank inside its
+ * node (0: the leader). Ranks of one node are numbered there in their
+ * communicator order. Every rank must pass the same layout and the same
+ * call (MPI's rules for a collective); then every rank starts the same
+ * level's sub-collectives in the same steps, and the calls decline alike.
+ *
+ * Counts are in elements of the call's datatypes, which the engine names
+ * (gw_ce_hier_type_t) and the caller resolves; displacements in extents of
+ * the receive type. Byte ranges (temporary, copies) are computed from the
+ * receive type's extent and size given in the call.
+ *
+ * Threads: a job is used by one thread at a time.
+ * Errors: the transport's codes pass through unchanged; the engine's own
+ * are GW_CE_ERR_NOMEM (host memory) and GW_CE_ERR_ARG (with a why line).
+ */
+#ifndef GPUWIRE_COLL_HIER_H
+#define GPUWIRE_COLL_HIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gpuwire/coll_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    GW_CE_HIER_END = 1,      /* gw_ce_hier_step: no step left */
+    GW_CE_HIER_DECLINED = 2, /* gw_ce_hier_start: every rank declines alike */
+    GW_CE_HIER_COMM_STEPS = 3, /* steps 0..2 start collectives or messages; 3 copies */
+};
+
+typedef enum {
+    GW_CE_HIER_ALLREDUCE,
+    GW_CE_HIER_REDUCE,
+    GW_CE_HIER_BCAST,
+    GW_CE_HIER_ALLGATHER,
+    GW_CE_HIER_ALLGATHERV,
+} gw_ce_hier_coll_t;
+
+typedef enum {
+    GW_CE_HIER_NODE,    /* the ranks of this rank's node */
+    GW_CE_HIER_LEADERS, /* the nodes' leaders */
+} gw_ce_hier_level_t;
+
+typedef enum {
+    GW_CE_HIER_SUB_REDUCE,
+    GW_CE_HIER_SUB_ALLREDUCE,
+    GW_CE_HIER_SUB_BCAST,
+    GW_CE_HIER_SUB_ALLGATHER,
+    GW_CE_HIER_SUB_ALLGATHERV,
+    GW_CE_HIER_SUB_SEND, /* one message inside the node */
+    GW_CE_HIER_SUB_RECV,
+} gw_ce_hier_sub_kind_t;
+
+/* Which of the call's datatypes a count is in. */
+typedef enum {
+    GW_CE_HIER_TYPE,  /* Allreduce, Reduce, Bcast: the call's type */
+    GW_CE_HIER_STYPE, /* Allgather(v): the send type */
+    GW_CE_HIER_RTYPE, /* Allgather(v): the receive type */
+    GW_CE_HIER_NOTYPE, /* none (an in-place send of nothing: MPI_DATATYPE_NULL) */
+} gw_ce_hier_type_t;
+
+/* One collective or message of a step, on this rank, at one level; its
+ * ranks are the level's (node rank, or node index among the leaders). */
+typedef struct {
+    gw_ce_hier_sub_kind_t kind;
+    gw_ce_hier_level_t level;
+    int op, type;            /* the call's (reductions) */
+    bool in_place;           /* MPI_IN_PLACE: sbuf, scount and stype unused */
+    const void *sbuf;
+    int scount;              /* Allgather(v) */
+    gw_ce_hier_type_t stype; /* Allgather(v) */
+    void *rbuf;
+    int count; /* Reduce, Allreduce, Bcast, Send, Recv: elements; Allgather: per rank */
+    gw_ce_hier_type_t rtype;
+    /* Allgatherv: one per rank of the level; valid until the step's request
+     * has completed. */
+    const int *counts, *displs;
+    int root; /* Reduce, Bcast: the root's rank in the level; Send, Recv: the peer's */
+} gw_ce_hier_sub_t;
+
+/* One copy of step 3, on the call's GPU. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} gw_ce_hier_copy_t;
+
+typedef struct gw_ce_hier_transport {
+    void *ctx; /* the caller's: passed back to every function */
+    /* Starts sub: blocking when req is NULL, else its non-blocking form
+     * with the request in *req (completed by the caller, not the engine). */
+    int (*start)(void *ctx, const gw_ce_hier_sub_t *sub, void **req);
+    /* A device temporary of bytes (at most one per job), held by the caller
+     * until the job is freed. */
+    int (*temp)(void *ctx, size_t bytes, void **ptr);
+    /* Queues n copies (n > 0); wait: the blocking form, returns once they
+     * have landed; otherwise the caller waits for them before the job's
+     * next step. */
+    int (*copy)(void *ctx, const gw_ce_hier_copy_t *copies, size_t n, bool wait);
+} gw_ce_hier_transport_t;
+
+/* One call on this rank. */
+typedef struct {
+    gw_ce_hier_coll_t coll;
+    int op, type;     /* passed to the sub-collectives; ids of gpuwire/cuda/reduce.h */
+    int size, rank;   /* the communicator's */
+    const int *where; /* 2 * size (the header's layout); outlives the job */
+    bool in_place;    /* MPI_IN_PLACE as the send buffer */
+    const void *sbuf;
+    void *rbuf;       /* Bcast: the buffer */
+    int count;        /* Allreduce, Reduce, Bcast: elements */
+    size_t es;        /* Reduce: bytes per element (dense elements) */
+    int root;         /* Reduce, Bcast */
+    int scount;       /* Allgather(v): the send count */
+    int rcount;       /* Allgather: per rank */
+    const int *rcounts, *rdispls; /* Allgatherv: copied by gw_ce_hier_start */
+    /* Allgather(v): the receive type's extent and size, and whether its
+     * elements lie back to back (lower bound 0, extent = size). */
+    size_t r_extent, r_size;
+    bool r_dense;
+} gw_ce_hier_call_t;
+
+typedef struct gw_ce_hier_job gw_ce_hier_job_t;
+
+/* Plans the call (layouts, temporary): GW_CE_OK, GW_CE_HIER_DECLINED (the
+ * same on every rank), or an error. *job is set in every case but an
+ * out-of-memory one, and freed with gw_ce_hier_free. t outlives the job. */
+GW_CORE_API int gw_ce_hier_start(const gw_ce_hier_call_t *call, const gw_ce_hier_transport_t *t,
+                                 gw_ce_hier_job_t **job, char *why, size_t why_len);
+/* Starts the job's next step: GW_CE_OK (with *req set by the transport
+ * when req is not NULL and the step starts a collective or message on this
+ * rank, else NULL), GW_CE_HIER_END when none is left, or an error. With req
+ * NULL, every step blocks. */
+GW_CORE_API int gw_ce_hier_step(gw_ce_hier_job_t *job, void **req);
+/* The index of the step gw_ce_hier_step starts next. */
+GW_CORE_API int gw_ce_hier_next(const gw_ce_hier_job_t *job);
+/* Frees the job (NULL is ignored); the temporary is the caller's. */
+GW_CORE_API void gw_ce_hier_free(gw_ce_hier_job_t *job);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
