@@ -65,6 +65,7 @@ medrun() {
     done
     med "${v[@]}"
 }
+mkdir -p "$OUT"
 "$FB" 300 >"$OUT/mps_floor.txt" 2>&1
 floor() { grep -F "$1" "$OUT/mps_floor.txt" | awk '{print $(NF-1)}' | sort -g | head -1; }
 peak() { grep -F "$1" "$OUT/mps_floor.txt" | awk '{print $(NF-1)}' | sort -g | tail -1; }

@@ -205,7 +205,10 @@ int main(int argc, char **argv)
     printf("kill_rank: rank %d: the transfer completed after %.2f s, data %s; waiting in a barrier\n",
            rank, MPI_Wtime() - start, data);
     fflush(stdout);
-    MPI_Barrier(MPI_COMM_WORLD);
-    printf("kill_rank: rank %d: the barrier returned\n", rank);
-    return 4;
+    const int brc = MPI_Barrier(MPI_COMM_WORLD);
+    printf("kill_rank: rank %d: the barrier returned %s\n", rank,
+           brc == MPI_SUCCESS ? "MPI_SUCCESS" : "an error");
+    /* The victim died meanwhile: as on the error paths, stay until mpirun
+     * ends the job, so that it names the killed rank, not this one. */
+    return survivor_exit(4);
 }
