@@ -3,6 +3,8 @@
 // which the engine of pml gpuwire uses too): CUDA maps an allocation only
 // once per process, so a second cache would fail on a buffer the other has
 // mapped (cudaErrorAlreadyMapped).
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -11,6 +13,7 @@
 
 #include "gpu_device_state.hpp"
 #include "gpuwire/cuda/ipc_blob.hpp"
+#include "gpuwire/cuda/launcher.hpp"
 #include "gpuwire/cuda/nvlink_board.hpp"
 #include "gpuwire/cuda/nvlink_team.hpp"
 #include "gpuwire/gpu_device.h"
@@ -35,9 +38,20 @@ struct gw_coll_team {
         uint64_t seq;
         std::vector<cu::IpcMapping> leases;
     };
-    std::mutex launched_mu; // initiation and MPI's progress both reach them
+    std::mutex launched_mu; // initiation, MPI's progress and the launcher reach them
     std::deque<Launched> launched;
+    // Where gw_coll_team_launcher_mode asks for it: the thread that launches
+    // the calls this rank initiates last (made at the first such call).
+    std::unique_ptr<cu::Launcher> launcher;
 };
+
+namespace {
+// gw_coll_team_launcher_mode: 0 inline, 1 a launcher thread on the rank's
+// binding, 2 one free of it.
+std::atomic<int> g_launcher_mode{0};
+// The launcher's spin after a launch: back-to-back calls find it awake.
+constexpr std::chrono::microseconds kLauncherSpin{200};
+} // namespace
 
 static_assert(GW_COLL_TEAM_DESC_BYTES == sizeof(cu::NvlTeamDesc));
 static_assert(GW_COLL_BUF_DESC_BYTES == sizeof(cu::IpcBlob));
@@ -87,6 +101,7 @@ GW_CORE_API int gw_coll_team_connect(gw_coll_team_t *t, const void *descs,
 GW_CORE_API void gw_coll_team_close(gw_coll_team_t *t)
 {
     if (!t) return;
+    t->launcher.reset(); // launches still queued run first: their ranks wait for them
     gw_coll_team_unmap(t);
     if (t->board) {
         // Its stream may still write into the board and use the leases.
@@ -288,41 +303,17 @@ static int board_map(gw_coll_team_t *t, const char *desc, int r, void **ptr,
     return 0;
 }
 
-GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll_team_call_t *c,
-                                  const void *in_desc, const void *out_desc, bool *launched,
-                                  char *why, size_t why_len)
+/* Maps the other ranks' buffers of call seq (their descriptions on the
+ * board) into call, and launches it: the kernel, then the completion word.
+ * On failure the call is marked failed for every rank. */
+static int launch_delegated(gw_coll_team_t *t, uint64_t seq, gw_nvl_all_call_t call, bool need_in,
+                            char *why, size_t why_len)
 {
-    *launched = false;
-    if (!t->board) return fail(why, why_len, "NVLink team: no board for delegated calls");
     const cu::NvlBoard &b = *t->board;
-    const uint64_t K = cu::NvlBoard::kEntries;
     const int n = t->team->nranks(), me = t->team->rank();
-    if (seq > K && (__atomic_load_n(b.done(seq), __ATOMIC_ACQUIRE) >> 1) < seq - K) return 1;
-    static const char none[GW_COLL_BUF_DESC_BYTES] = {}; // no peer accepts it
-    std::memcpy(b.in_desc(seq, me), in_desc ? in_desc : none, GW_COLL_BUF_DESC_BYTES);
-    std::memcpy(b.out_desc(seq, me), out_desc ? out_desc : none, GW_COLL_BUF_DESC_BYTES);
-    const uint64_t before = __atomic_fetch_add(b.arrived(seq), 1, __ATOMIC_ACQ_REL);
-    if (before != ((seq - 1) / K) * n + n - 1) return 0; // a later rank launches it
-    *launched = true;
-    gw_nvl_all_call_t call{};
-    call.coll = nvl_coll(c->coll);
-    call.op = c->op;
-    call.type = c->type;
-    call.bytes = c->bytes;
-    call.root = c->root;
-    call.nranks = n;
     std::vector<cu::IpcMapping> leases;
-    const bool need_in = GW_COLL_TEAM_BCAST != c->coll;
     for (int r = 0; r < n; ++r) {
-        if (r == me) {
-            if (!in_desc || !out_desc) {
-                board_fail(b, seq);
-                return fail(why, why_len, "this rank could not take part");
-            }
-            call.in[r] = c->in;
-            call.out[r] = c->out;
-            continue;
-        }
+        if (r == me) continue;
         void *in = nullptr, *out = nullptr;
         int rc = need_in ? board_map(t, b.in_desc(seq, r), r, &in, leases, why, why_len) : 0;
         if (0 == rc) rc = board_map(t, b.out_desc(seq, r), r, &out, leases, why, why_len);
@@ -342,6 +333,57 @@ GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll
     }
     std::lock_guard<std::mutex> lock(t->launched_mu);
     t->launched.push_back({seq, std::move(leases)});
+    return 0;
+}
+
+GW_CORE_API void gw_coll_team_launcher_mode(int mode)
+{
+    g_launcher_mode.store(mode, std::memory_order_relaxed);
+}
+
+GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll_team_call_t *c,
+                                  const void *in_desc, const void *out_desc, bool *launched,
+                                  char *why, size_t why_len)
+{
+    *launched = false;
+    if (!t->board) return fail(why, why_len, "NVLink team: no board for delegated calls");
+    const cu::NvlBoard &b = *t->board;
+    const uint64_t K = cu::NvlBoard::kEntries;
+    const int n = t->team->nranks(), me = t->team->rank();
+    if (seq > K && (__atomic_load_n(b.done(seq), __ATOMIC_ACQUIRE) >> 1) < seq - K) return 1;
+    static const char none[GW_COLL_BUF_DESC_BYTES] = {}; // no peer accepts it
+    std::memcpy(b.in_desc(seq, me), in_desc ? in_desc : none, GW_COLL_BUF_DESC_BYTES);
+    std::memcpy(b.out_desc(seq, me), out_desc ? out_desc : none, GW_COLL_BUF_DESC_BYTES);
+    const uint64_t before = __atomic_fetch_add(b.arrived(seq), 1, __ATOMIC_ACQ_REL);
+    if (before != ((seq - 1) / K) * n + n - 1) return 0; // a later rank launches it
+    *launched = true;
+    if (!in_desc || !out_desc) {
+        board_fail(b, seq);
+        return fail(why, why_len, "this rank could not take part");
+    }
+    gw_nvl_all_call_t call{};
+    call.coll = nvl_coll(c->coll);
+    call.op = c->op;
+    call.type = c->type;
+    call.bytes = c->bytes;
+    call.root = c->root;
+    call.nranks = n;
+    call.in[me] = c->in;
+    call.out[me] = c->out;
+    const bool need_in = GW_COLL_TEAM_BCAST != c->coll;
+    const int mode = g_launcher_mode.load(std::memory_order_relaxed);
+    if (0 == mode) return launch_delegated(t, seq, call, need_in, why, why_len);
+    // The launch goes to the launcher; a failure there marks the call failed
+    // for every rank (each sees it at its completion check), and the
+    // launcher names the cause.
+    if (!t->launcher) t->launcher = std::make_unique<cu::Launcher>(kLauncherSpin, 2 == mode);
+    t->launcher->submit([t, seq, call, need_in] {
+        char lwhy[256] = "";
+        if (0 != launch_delegated(t, seq, call, need_in, lwhy, sizeof(lwhy))) {
+            cu::detail::log(cu::LogLevel::error, "NVLink delegated call %llu: %s",
+                            static_cast<unsigned long long>(seq), lwhy);
+        }
+    });
     return 0;
 }
 

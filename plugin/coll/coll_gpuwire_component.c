@@ -118,6 +118,11 @@ static const gw_param_t params[] = {
           "last, on every rank's buffers (no kernel waits for a peer: full overlap); 0: one-shot "
           "kernels per rank, larger calls over point-to-point (off by default until measured on "
           "a GPU)"),
+    PINT(nvlink_launcher, 2, 0, 2, 5,
+         "Who launches a delegated call's kernel on the rank that initiates it last: 0 the "
+         "initiating call itself; 1 a thread of the team (the call returns at once); 2 that "
+         "thread, free of the rank's CPU binding (default)",
+         NULL),
 };
 #undef GW_PARAMS_STORE
 #undef PINT
@@ -254,6 +259,7 @@ static int component_init_query(bool enable_progress_threads, bool enable_mpi_th
         COLL_GPUWIRE_VERBOSE(1, "device buffers: %s; every collective passes through", why);
         return OMPI_SUCCESS;
     }
+    gw_coll_team_launcher_mode(mca_coll_gpuwire.nvlink_launcher);
     gw_coll_device_stats_t s;
     gw_coll_device_stats(&s);
     mca_coll_gpuwire.gpus = (unsigned long long)gpus;

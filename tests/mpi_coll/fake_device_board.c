@@ -99,6 +99,9 @@ void gw_coll_team_board_unlink(const char *name) { (void)shm_unlink(name); }
 
 void gw_coll_team_board_close(gw_coll_team_t *t) { fake_board_close(t); }
 
+/* The simulated launch is the posting rank's own copy: nothing to hand off. */
+void gw_coll_team_launcher_mode(int mode) { (void)mode; }
+
 /* len bytes at addr of process pid, read into buf or written from it. */
 static int fake_pmem(int pid, uint64_t addr, void *buf, size_t len, bool write)
 {
