@@ -46,8 +46,8 @@ struct gw_coll_team {
 };
 
 namespace {
-// gw_coll_team_launcher_mode: 0 inline, 1 a launcher thread on the rank's
-// binding, 2 one free of it.
+// gw_coll_team_launcher_mode: 0 inline, 1 a launcher thread free of the
+// rank's binding (on the binding, its spin would take the rank's own core).
 std::atomic<int> g_launcher_mode{0};
 // The launcher's spin after a launch: back-to-back calls find it awake.
 constexpr std::chrono::microseconds kLauncherSpin{200};
@@ -376,7 +376,7 @@ GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll
     // The launch goes to the launcher; a failure there marks the call failed
     // for every rank (each sees it at its completion check), and the
     // launcher names the cause.
-    if (!t->launcher) t->launcher = std::make_unique<cu::Launcher>(kLauncherSpin, 2 == mode);
+    if (!t->launcher) t->launcher = std::make_unique<cu::Launcher>(kLauncherSpin, true);
     t->launcher->submit([t, seq, call, need_in] {
         char lwhy[256] = "";
         if (0 != launch_delegated(t, seq, call, need_in, lwhy, sizeof(lwhy))) {

@@ -66,8 +66,8 @@ typedef struct {
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
     int nvlink_timeout;   /* seconds a kernel waits for its peers */
     bool nvlink_shared_gpu; /* teams of ranks that share a GPU (testing) */
-    bool nvlink_delegate; /* teams on one GPU: one kernel by the last rank to arrive */
-    int nvlink_launcher;  /* who launches a delegated call: 0 the call, 1/2 a thread */
+    int nvlink_delegate;  /* teams on one GPU: one kernel by the last rank to arrive (0-2) */
+    bool nvlink_launcher; /* a thread launches a delegated call, not the call itself */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
     unsigned long long gpus;

@@ -104,7 +104,7 @@ static const gw_param_t params[] = {
     PBOOL(nvlink_direct, false, 5,
           "Experimental: blocking NVLink calls above nvlink_oneshot_bytes run on the "
           "application's buffers mapped through CUDA IPC after a host exchange; 0 (default): "
-          "over point-to-point (delegated on a team on one GPU with nvlink_delegate 1)"),
+          "over point-to-point (delegated on a team on one GPU with nvlink_delegate 2)"),
     PINT(nvlink_timeout, 20, 1, 86400, 5,
          "Seconds an NVLink kernel waits for the other ranks before the call fails; on a "
          "delegated team, seconds a rank waits in a call (from its initiation) for the others",
@@ -112,17 +112,15 @@ static const gw_param_t params[] = {
     PBOOL(nvlink_shared_gpu, false, 9,
           "Ranks that share a GPU form an NVLink team even without CUDA MPS (correct but slow: "
           "the contexts take turns; for testing). Under MPS they do by default"),
-    PBOOL(nvlink_delegate, false, 5,
-          "A team whose ranks all share one GPU runs each non-blocking call, and each blocking "
-          "one above nvlink_oneshot_bytes, as one kernel launched by the rank that initiates it "
-          "last, on every rank's buffers (no kernel waits for a peer: full overlap); 0: one-shot "
-          "kernels per rank, larger calls over point-to-point (off by default until measured on "
-          "a GPU)"),
-    PINT(nvlink_launcher, 2, 0, 2, 5,
-         "Who launches a delegated call's kernel on the rank that initiates it last: 0 the "
-         "initiating call itself; 1 a thread of the team (the call returns at once); 2 that "
-         "thread, free of the rank's CPU binding (default)",
+    PINT(nvlink_delegate, 1, 0, 2, 5,
+         "A team whose ranks all share one GPU runs a call as one kernel, launched by the rank "
+         "that initiates it last, on every rank's buffers (no kernel waits for a peer): 0 never; "
+         "1 the non-blocking calls (default); 2 those and the blocking calls above "
+         "nvlink_oneshot_bytes",
          NULL),
+    PBOOL(nvlink_launcher, true, 5,
+          "A delegated call's kernel is launched by a thread of the team, free of the rank's CPU "
+          "binding, so that the initiating call returns at once; 0: by the initiating call"),
 };
 #undef GW_PARAMS_STORE
 #undef PINT

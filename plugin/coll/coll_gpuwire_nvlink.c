@@ -238,7 +238,9 @@ static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     const bool large = call_bytes(a) > mca_coll_gpuwire.nvlink_oneshot_bytes;
     /* coll_gpuwire_nvlink_direct asks for the direct form even here (its
      * tests run on one GPU). */
-    if (large && m->nvl_dl && !mca_coll_gpuwire.nvlink_direct) return gw_coll_nvl_dl_run(m, a, r);
+    if (large && m->nvl_dl && 2 == mca_coll_gpuwire.nvlink_delegate &&
+        !mca_coll_gpuwire.nvlink_direct)
+        return gw_coll_nvl_dl_run(m, a, r);
     /* The selection table choosing nvlink above the one-shot size asks for
      * the direct form too. */
     if (large && !(mca_coll_gpuwire.nvlink_direct || GW_SEL_NVLINK == a->sel))

@@ -226,11 +226,10 @@ GW_CORE_API int gw_coll_team_post(gw_coll_team_t *t, uint64_t seq, const gw_coll
                                   const void *in_desc, const void *out_desc, bool *launched,
                                   char *why, size_t why_len);
 /* How the rank that posts a call last launches it: 0 within
- * gw_coll_team_post; 1 through a thread of the team's (the post returns at
- * once, the launch overlaps the application's work; a failed launch fails
- * the call on every rank, and the thread names the cause); 2 the same, the
- * thread free of the rank's CPU binding. For the whole process, before the
- * calls. */
+ * gw_coll_team_post; 1 through a thread of the team's, free of the rank's
+ * CPU binding (the post returns at once, the launch overlaps the
+ * application's work; a failed launch fails the call on every rank, and the
+ * thread names the cause). For the whole process, before the calls. */
 GW_CORE_API void gw_coll_team_launcher_mode(int mode);
 /* *done once call seq has run on every rank's buffers; one load (query:
  * also ask CUDA whether this rank's stream failed). -1 with why where the
