@@ -13,7 +13,7 @@ osu_ref() {
          --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
          -x UCX_TLS=cuda_copy,cuda_ipc,sm,self $*"
 }
-: >"$LOG"
+mkdir -p "$(dirname "$LOG")" && : >"$LOG"
 # run <name> <prefix> <program> <args...>: output kept as /tmp/<tag>_<name>,
 # its exit status as a last line rc=N.
 run() {
