@@ -1,6 +1,6 @@
 /*
  * osc/gpuwire's operations: a contiguous Put or Get to a target whose window
- * this rank has mapped is one copy (osc_gpuwire_direct.c); otherwise the
+ * this rank has mapped is one copy (the core's direct path, osc_gpuwire_direct.c); otherwise the
  * origin packs its data (staging device buffers through host memory) and
  * sends it with the target's layout; the target applies it to its window
  * (osc_gpuwire_apply.c) and answers the fetching kinds with a reply that the
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "osc_gpuwire_device.h"
 #include "opal/datatype/opal_convertor.h"
 #include "opal/util/output.h"
 
@@ -300,7 +299,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
         const bool put = c->kind == GW_OSC_PUT;
         int drc = OMPI_SUCCESS;
-        if (gw_osc_direct_rma(m, put, put ? (void *)c->oaddr : c->raddr,
+        if (gw_osc_direct_try(m, put, put ? (void *)c->oaddr : c->raddr,
                               put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
                               c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
             if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
@@ -348,8 +347,8 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         payload = cas;
         plen = 2 * sz;
     } else if (c->kind == GW_OSC_ACC && c->request == NULL &&
-               gw_osc_direct_acc_ref(m, c->oaddr, c->ocount, c->odt, c->target, c->tcount,
-                                     c->tdt, PMPI_Type_f2c(h.type), c->op, ref)) {
+               gw_osc_direct_by_ref(m, c->oaddr, c->ocount, c->odt, c->target, c->tcount,
+                                    c->tdt, PMPI_Type_f2c(h.type), c->op, ref)) {
         /* By reference: the target reduces from the origin buffer itself. */
         h.aux = GW_OSC_BY_REF;
         payload = ref;

@@ -14,6 +14,8 @@
  *                 block (ucx_glue/osc/apply)
  *   cma           the host windows of other processes on this node, read
  *                 and written by cross-memory attach (ucx_glue/osc/cma)
+ *   device,       the door to the GPU and a window's same-node direct path
+ *   direct        (gpuwire/osc_direct.h; ucx_glue/osc/device, /direct)
  *
  * Completion is by counts: an origin counts the operations it sent to each
  * target, the target counts those it applied from each origin; fence,
