@@ -79,9 +79,6 @@ typedef struct gw_osc_module {
     /* The same-node direct path (the core's, gpuwire/osc_direct.h); NULL: no
      * target is direct. */
     gw_osc_direct_t *direct;
-    /* Per target: the count its acknowledgement must reach before the origin
-     * buffers of accumulates sent by reference are free (NULL: none sent). */
-    uint64_t *ref_want;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */

@@ -223,7 +223,6 @@ static void module_release(gw_osc_module_t *m)
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
     free(m->regions);
-    free(m->ref_want);
     gw_osc_sync_fini(&m->sync);
     free(m->start_ranks);
     free(m->post_ranks);

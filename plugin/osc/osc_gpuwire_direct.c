@@ -105,14 +105,13 @@ bool gw_osc_direct_by_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
 
 int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target)
 {
-    if (m->ref_want == NULL || target >= m->size) return OMPI_SUCCESS;
+    /* (None sent by reference yet: nothing to look at, no lock taken.) */
+    if (m->sync.ref_want == NULL || target >= m->size) return OMPI_SUCCESS;
     for (int t = target < 0 ? 0 : target; t < (target < 0 ? m->size : target + 1); t++) {
         opal_mutex_lock(&m->lock);
-        uint64_t want = m->ref_want[t];
-        bool need = want > m->sync.acked[t];
-        if (need) gw_osc_send_ctl(m, t, GW_OSC_FLUSH, 0, want);
+        uint64_t want = gw_osc_sync_ref_flush(&m->sync, t);
         opal_mutex_unlock(&m->lock);
-        if (need) gw_osc_wait_reached(m, &m->sync.acked[t], want);
+        if (want) gw_osc_wait_reached(m, &m->sync.acked[t], want);
     }
     return OMPI_SUCCESS;
 }
