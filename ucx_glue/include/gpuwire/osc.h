@@ -10,6 +10,8 @@
  *                 the completion counts per peer, the target's lock and its
  *                 queue of waiters, the origin's lock epochs; the handling
  *                 of every message that arrives (ucx_glue/osc/sync)
+ *   origin        an operation's target layout built block by block
+ *                 (ucx_glue/osc/origin)
  *   apply         an operation applied to the target's window, block by
  *                 block (ucx_glue/osc/apply)
  *   cma           the host windows of other processes on this node, read
