@@ -354,7 +354,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         return rc;
     }
     opal_mutex_lock(&m->lock);
-    if (c->kind == GW_OSC_GET || c->kind == GW_OSC_GACC || c->kind == GW_OSC_CAS) {
+    if (gw_osc_fetches(c->kind)) {
         gw_osc_pending_t *p = OBJ_NEW(gw_osc_pending_t);
         p->id = h.count = ++m->next_id;
         p->addr = c->raddr;
@@ -377,8 +377,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     rc = gw_osc_send(m, c->target, &h, blocks.b, h.nblocks * sizeof(*blocks.b), payload,
                      plen);
     opal_mutex_unlock(&m->lock);
-    if (c->request && c->kind != GW_OSC_GET && c->kind != GW_OSC_GACC &&
-        c->kind != GW_OSC_CAS) {
+    if (c->request && !gw_osc_fetches(c->kind)) {
         /* Sent from a copy: the origin buffer is free again. */
         int crc = greq_complete(*c->request);
         if (rc == OMPI_SUCCESS) rc = crc;
