@@ -35,6 +35,7 @@
 #include "opal/threads/mutex.h"
 
 #include "gpuwire/osc.h"
+#include "gpuwire/osc_direct.h"
 
 #define GW_OSC_TAG 4242
 
@@ -60,21 +61,6 @@ typedef struct gw_osc_msg {
 } gw_osc_msg_t;
 OBJ_CLASS_DECLARATION(gw_osc_msg_t);
 
-/* The same-node direct path to one target's window (osc_gpuwire_direct.c):
- * a device window mapped into this process (Put and Get copied on a GPU
- * stream), or a host window reached by cross-memory attach. */
-typedef struct {
-    char *ptr;         /* the target window's first byte here; NULL: messages */
-    uint64_t size;     /* its bytes */
-    int disp_unit;
-    int gpu;           /* the local GPU whose stream copies to it; -1: host window */
-    void *mapping;     /* the peer mapping (gw_osc_dev_unmap); NULL for this rank */
-    int pid;           /* host window: its process (cross-memory attach); ptr is
-                          an address there, never dereferenced here */
-} gw_osc_direct_t;
-
-#define GW_OSC_MAX_GPUS 16
-
 typedef struct gw_osc_module {
     ompi_osc_base_module_t super;
     opal_list_item_t link; /* in the component's list of windows */
@@ -90,14 +76,9 @@ typedef struct gw_osc_module {
     gw_osc_region_t *regions; /* DYNAMIC */
     int nregions, cap_regions;
 
-    gw_osc_direct_t *direct;  /* per target, NULL: no target is direct */
-    /* Direct copies: the last ticket issued per GPU, and the GPUs copied on
-     * (bit g). */
-    uint64_t direct_issued[GW_OSC_MAX_GPUS];
-    unsigned direct_gpus;
-    /* Per target: the count its acknowledgement must reach before the origin
-     * buffers of accumulates sent by reference are free (NULL: none sent). */
-    uint64_t *ref_want;
+    /* The same-node direct path (the core's, gpuwire/osc_direct.h); NULL: no
+     * target is direct. */
+    gw_osc_direct_t *direct;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -221,30 +202,38 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
 /* Origin side: a reply for a pending get. */
 void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
 
-/* osc_gpuwire_direct.c */
+/* osc_gpuwire_direct.c: the glue of the core's same-node direct path. */
 /* Collective over the window: every rank's description of its window goes
  * to every rank; the origin maps those of same-node targets it can. */
 int gw_osc_direct_setup(gw_osc_module_t *m);
 void gw_osc_direct_release(gw_osc_module_t *m);
 /* A Put (put) or Get to a direct target, both sides contiguous: one
  * asynchronous copy. Returns 1 when taken (*rc its result; the copy is
- * complete only after gw_osc_direct_wait, or at once when wait), 0 when the
- * message path must take it. */
-int gw_osc_direct_rma(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
+ * complete only after gw_osc_direct_settle, or at once when wait), 0 when
+ * the message path must take it. */
+int gw_osc_direct_try(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
                       ompi_datatype_t *odt, int target, ptrdiff_t tdisp, int tcount,
                       ompi_datatype_t *tdt, bool wait, int *rc);
 /* Waits for every direct copy issued so far (origin buffers reusable, data
  * at the targets). Called before any synchronisation's messages. */
-int gw_osc_direct_wait(gw_osc_module_t *m);
+int gw_osc_direct_settle(gw_osc_module_t *m);
 /* Whether an Accumulate to target may go by reference: then desc holds the
  * description of the origin buffer (GW_OSC_DESC_BYTES) to send instead of its
  * bytes (hdr aux GW_OSC_BY_REF). el: the element type. */
-bool gw_osc_direct_acc_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
-                           ompi_datatype_t *odt, int target, int tcount, ompi_datatype_t *tdt,
-                           MPI_Datatype el, MPI_Op op, void *desc);
+bool gw_osc_direct_by_ref(gw_osc_module_t *m, const void *oaddr, int ocount,
+                          ompi_datatype_t *odt, int target, int tcount, ompi_datatype_t *tdt,
+                          MPI_Datatype el, MPI_Op op, void *desc);
 /* Waits until target (-1: every target) has applied the accumulates this
  * origin sent it by reference: their origin buffers are free again. */
 int gw_osc_direct_wait_refs(gw_osc_module_t *m, int target);
+
+/* osc_gpuwire_device.c: op and element type as the core's reduction kernels
+ * name them (gpuwire/cuda/reduce.h); -1: none (GW_OSC_OP_REPLACE for
+ * MPI_REPLACE). */
+int gw_osc_kernel_op(MPI_Op op);
+int gw_osc_kernel_type(MPI_Datatype type);
+/* Where the core's one-sided engine's lines go (gw_osc_log_set). */
+void gw_osc_log(int verbosity, const char *msg);
 
 /* osc_gpuwire_sync.c */
 int gw_osc_fence(int, ompi_win_t *);

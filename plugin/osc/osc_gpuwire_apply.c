@@ -3,7 +3,8 @@
  * host or device (staged through host memory), one at a time per window.
  * The blocks are located and applied by the core's one-sided engine
  * (gw_osc_apply_blocks, gpuwire/osc.h); here are what it calls back for --
- * device copies, the reduction of an MPI op -- and accumulates sent by
+ * device copies, the reduction of an MPI op (by the core's GPU kernels,
+ * gpuwire/osc_direct.h, else MPI_Reduce_local) -- and accumulates sent by
  * reference.
  */
 #include "osc_gpuwire.h"
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "osc_gpuwire_device.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
@@ -50,7 +50,8 @@ static int combine(char *dst, const char *src, size_t len, MPI_Datatype type, MP
     if (tsize <= 0 || len % tsize) return -1;
     char *host = dst;
     if (gpu >= 0) {
-        int done = gw_osc_dev_reduce(dst, src, len, type, op, gpu);
+        int done =
+            gw_osc_dev_reduce(dst, src, len, gw_osc_kernel_op(op), gw_osc_kernel_type(type), gpu);
         if (done != 0) return done > 0 ? 0 : -1;
         /* No kernel for it: through host memory. */
         host = malloc(len);
@@ -85,7 +86,7 @@ static int apply_by_ref(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h,
         return -1;
     }
     return gw_osc_dev_reduce_mapped(at, desc, (uint32_t)p->super.proc_name.vpid, blocks[0].len,
-                                    type, op, gpu);
+                                    gw_osc_kernel_op(op), gw_osc_kernel_type(type), gpu);
 }
 
 /* What the engine's gw_osc_apply_blocks leaves to Open MPI and the GPU:

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "gpuwire_preflight.h"
-#include "osc_gpuwire_device.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
@@ -153,6 +152,15 @@ static int component_register(void)
     return OMPI_SUCCESS;
 }
 
+void gw_osc_log(int verbosity, const char *msg)
+{
+    if (verbosity == 0) {
+        opal_output(0, "osc:gpuwire: %s", msg);
+    } else {
+        opal_output_verbose(verbosity, mca_osc_gpuwire_component.output, "osc:gpuwire: %s", msg);
+    }
+}
+
 static int component_init(bool progress_threads, bool mpi_threads)
 {
     (void)progress_threads;
@@ -160,6 +168,7 @@ static int component_init(bool progress_threads, bool mpi_threads)
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
     c->output = opal_output_open(NULL);
     opal_output_set_verbosity(c->output, c->verbose);
+    gw_osc_log_set(gw_osc_log);
     OBJ_CONSTRUCT(&c->windows, opal_list_t);
     OBJ_CONSTRUCT(&c->windows_lock, opal_mutex_t);
     c->ngpus = 0;
@@ -190,6 +199,7 @@ static int component_finalize(void)
     gw_osc_dev_close();
     OBJ_DESTRUCT(&c->windows);
     OBJ_DESTRUCT(&c->windows_lock);
+    gw_osc_log_set(NULL);
     opal_output_close(c->output);
     return OMPI_SUCCESS;
 }
@@ -213,7 +223,6 @@ static void module_release(gw_osc_module_t *m)
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
     free(m->regions);
-    free(m->ref_want);
     gw_osc_sync_fini(&m->sync);
     free(m->start_ranks);
     free(m->post_ranks);

@@ -1,6 +1,6 @@
 /*
  * osc/gpuwire's operations: a contiguous Put or Get to a target whose window
- * this rank has mapped is one copy (osc_gpuwire_direct.c); otherwise the
+ * this rank has mapped is one copy (the core's direct path, osc_gpuwire_direct.c); otherwise the
  * origin packs its data (staging device buffers through host memory) and
  * sends it with the target's layout; the target applies it to its window
  * (osc_gpuwire_apply.c) and answers the fetching kinds with a reply that the
@@ -11,26 +11,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "osc_gpuwire_device.h"
 #include "opal/datatype/opal_convertor.h"
 #include "opal/util/output.h"
 
 /* The blocks (offset from the target address, bytes) of count x dt, adjacent
- * ones merged. *out is malloc'd. */
-static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_t *nout)
+ * ones merged (the core's gw_osc_blocks_add): *l, to be given back with
+ * gw_osc_blocks_fini. */
+static int flatten(ompi_datatype_t *dt, int count, gw_osc_blocks_t *l)
 {
     /* A made-up base: the convertor turns offsets into addresses from it. */
     char *const fake = (char *)((uintptr_t)1 << 40);
     opal_convertor_t conv;
-    size_t cap = 8, n = 0;
-    gw_osc_block_t *b = malloc(cap * sizeof(*b));
-    if (b == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (gw_osc_blocks_init(l) != 0) return OMPI_ERR_OUT_OF_RESOURCE;
     if (ompi_datatype_is_contiguous_memory_layout(dt, count)) {
-        /* The common case, without a convertor: one block. */
-        b[0].off = dt->super.true_lb;
-        b[0].len = (uint64_t)count * dt->super.size;
-        *out = b;
-        *nout = b[0].len ? 1 : 0;
+        /* The common case, without a convertor: one block (none when empty). */
+        if (gw_osc_blocks_add(l, dt->super.true_lb, (uint64_t)count * dt->super.size) != 0) {
+            gw_osc_blocks_fini(l);
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
         return OMPI_SUCCESS;
     }
     OBJ_CONSTRUCT(&conv, opal_convertor_t);
@@ -42,34 +40,17 @@ static int flatten(ompi_datatype_t *dt, int count, gw_osc_block_t **out, uint32_
         uint32_t niov = 32;
         size_t len = 0;
         done = opal_convertor_raw(&conv, iov, &niov, &len);
-        for (uint32_t i = 0; i < niov; i++) {
-            int64_t off = (char *)iov[i].iov_base - fake;
-            if (iov[i].iov_len == 0) continue;
-            if (n > 0 && b[n - 1].off + (int64_t)b[n - 1].len == off) {
-                b[n - 1].len += iov[i].iov_len;
-                continue;
+        for (uint32_t i = 0; i < niov && done >= 0; i++) {
+            if (gw_osc_blocks_add(l, (char *)iov[i].iov_base - fake, iov[i].iov_len) != 0) {
+                done = -1;
             }
-            if (n == cap) {
-                gw_osc_block_t *nb = realloc(b, 2 * cap * sizeof(*b));
-                if (nb == NULL) {
-                    done = -1;
-                    break;
-                }
-                b = nb;
-                cap *= 2;
-            }
-            b[n].off = off;
-            b[n].len = iov[i].iov_len;
-            n++;
         }
     }
     OBJ_DESTRUCT(&conv);
     if (done < 0) {
-        free(b);
+        gw_osc_blocks_fini(l);
         return OMPI_ERROR;
     }
-    *out = b;
-    *nout = (uint32_t)n;
     return OMPI_SUCCESS;
 }
 
@@ -300,7 +281,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
         const bool put = c->kind == GW_OSC_PUT;
         int drc = OMPI_SUCCESS;
-        if (gw_osc_direct_rma(m, put, put ? (void *)c->oaddr : c->raddr,
+        if (gw_osc_direct_try(m, put, put ? (void *)c->oaddr : c->raddr,
                               put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
                               c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
             if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
@@ -308,16 +289,17 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         }
     }
     gw_osc_hdr_t h = {.kind = c->kind, .disp = c->tdisp};
-    gw_osc_block_t *blocks = NULL;
+    gw_osc_blocks_t blocks;
     size_t tbytes = (size_t)c->tcount * c->tdt->super.size;
-    int rc = flatten(c->tdt, c->tcount, &blocks, &h.nblocks);
+    int rc = flatten(c->tdt, c->tcount, &blocks);
     if (rc != OMPI_SUCCESS) return rc;
+    h.nblocks = blocks.n;
     h.bytes = tbytes;
     if (c->op != NULL || c->kind == GW_OSC_CAS) {
         MPI_Datatype el;
         rc = element_type(c->tdt, &el);
         if (rc != MPI_SUCCESS || el == MPI_DATATYPE_NULL) {
-            free(blocks);
+            gw_osc_blocks_fini(&blocks);
             return rc != MPI_SUCCESS ? rc : OMPI_ERR_BAD_PARAM;
         }
         h.type = PMPI_Type_c2f(el);
@@ -332,7 +314,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         /* Origin value, then compare value: one element each (<= 16 bytes). */
         size_t sz = c->tdt->super.size;
         if (sz > 16) {
-            free(blocks);
+            gw_osc_blocks_fini(&blocks);
             return OMPI_ERR_BAD_PARAM;
         }
         const void *p1, *p2;
@@ -348,8 +330,8 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         payload = cas;
         plen = 2 * sz;
     } else if (c->kind == GW_OSC_ACC && c->request == NULL &&
-               gw_osc_direct_acc_ref(m, c->oaddr, c->ocount, c->odt, c->target, c->tcount,
-                                     c->tdt, PMPI_Type_f2c(h.type), c->op, ref)) {
+               gw_osc_direct_by_ref(m, c->oaddr, c->ocount, c->odt, c->target, c->tcount,
+                                    c->tdt, PMPI_Type_f2c(h.type), c->op, ref)) {
         /* By reference: the target reduces from the origin buffer itself. */
         h.aux = GW_OSC_BY_REF;
         payload = ref;
@@ -357,22 +339,22 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     } else if (c->kind != GW_OSC_GET && !(c->op != NULL && c->op == MPI_NO_OP)) {
         plen = (size_t)c->ocount * c->odt->super.size;
         if (plen != tbytes) {
-            free(blocks);
+            gw_osc_blocks_fini(&blocks);
             return OMPI_ERR_BAD_PARAM; /* MPI: the type signatures must match */
         }
         rc = pack_origin(c->oaddr, c->ocount, c->odt, plen, &payload, &tmp);
     }
     if (rc != OMPI_SUCCESS) {
-        free(blocks);
+        gw_osc_blocks_fini(&blocks);
         return rc;
     }
     if (c->request && (rc = greq_start(c->request)) != MPI_SUCCESS) {
         free(tmp);
-        free(blocks);
+        gw_osc_blocks_fini(&blocks);
         return rc;
     }
     opal_mutex_lock(&m->lock);
-    if (c->kind == GW_OSC_GET || c->kind == GW_OSC_GACC || c->kind == GW_OSC_CAS) {
+    if (gw_osc_fetches(c->kind)) {
         gw_osc_pending_t *p = OBJ_NEW(gw_osc_pending_t);
         p->id = h.count = ++m->next_id;
         p->addr = c->raddr;
@@ -384,25 +366,24 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     }
     m->sync.sent[c->target]++;
     if (h.aux == GW_OSC_BY_REF) {
-        if (m->ref_want == NULL) m->ref_want = calloc((size_t)m->size, sizeof(*m->ref_want));
-        if (m->ref_want == NULL) {
+        rc = gw_osc_sync_ref_sent(&m->sync, c->target);
+        if (rc != 0) {
             opal_mutex_unlock(&m->lock);
-            free(blocks);
-            return OMPI_ERR_OUT_OF_RESOURCE;
+            gw_osc_blocks_fini(&blocks);
+            return gw_osc_rc(rc);
         }
-        m->ref_want[c->target] = m->sync.sent[c->target];
         __atomic_fetch_add(&mca_osc_gpuwire_component.acc_by_ref, 1ULL, __ATOMIC_RELAXED);
     }
-    rc = gw_osc_send(m, c->target, &h, blocks, h.nblocks * sizeof(*blocks), payload, plen);
+    rc = gw_osc_send(m, c->target, &h, blocks.b, h.nblocks * sizeof(*blocks.b), payload,
+                     plen);
     opal_mutex_unlock(&m->lock);
-    if (c->request && c->kind != GW_OSC_GET && c->kind != GW_OSC_GACC &&
-        c->kind != GW_OSC_CAS) {
+    if (c->request && !gw_osc_fetches(c->kind)) {
         /* Sent from a copy: the origin buffer is free again. */
         int crc = greq_complete(*c->request);
         if (rc == OMPI_SUCCESS) rc = crc;
     }
     free(tmp);
-    free(blocks);
+    gw_osc_blocks_fini(&blocks);
     return rc;
 }
 

@@ -34,7 +34,7 @@ int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
-    int drc = gw_osc_direct_wait(m);
+    int drc = gw_osc_direct_settle(m);
     if (drc != OMPI_SUCCESS) return drc;
     uint64_t *expect = calloc(m->size, sizeof(*expect));
     uint64_t *sent = calloc(m->size, sizeof(*sent));
@@ -125,7 +125,7 @@ int gw_osc_complete(ompi_win_t *win)
     if (m->start_ranks == NULL) return OMPI_ERR_RMA_SYNC;
     /* The direct copies land before the targets hear of the end; origin
      * buffers lent by reference are free once complete returns. */
-    int rc = gw_osc_direct_wait(m);
+    int rc = gw_osc_direct_settle(m);
     for (int i = 0; i < m->nstart; i++) gw_osc_direct_wait_refs(m, m->start_ranks[i]);
     opal_mutex_lock(&m->lock);
     int src = gw_osc_sync_complete(&m->sync, m->start_ranks, m->nstart);
@@ -201,7 +201,7 @@ int gw_osc_unlock(int target, ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     int rc = gw_osc_sync_unlock_check(&m->sync, target, false);
     if (rc != 0) return gw_osc_rc(rc);
-    rc = gw_osc_direct_wait(m);
+    rc = gw_osc_direct_settle(m);
     uint64_t want = unlock_send(m, target);
     if (want) gw_osc_wait_reached(m, &m->sync.unlocks[target], want);
     gw_osc_wait_pending(m);
@@ -228,7 +228,7 @@ int gw_osc_unlock_all(ompi_win_t *win)
     gw_osc_module_t *m = GW_OSC(win);
     int rc = gw_osc_sync_unlock_check(&m->sync, -1, true);
     if (rc != 0) return gw_osc_rc(rc);
-    rc = gw_osc_direct_wait(m);
+    rc = gw_osc_direct_settle(m);
     uint64_t *want = calloc((size_t)m->size, sizeof(*want));
     if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) want[t] = unlock_send(m, t);
@@ -258,7 +258,7 @@ int gw_osc_flush(int target, ompi_win_t *win)
     if (rc != 0) return gw_osc_rc(rc);
     /* Direct copies: complete once their tickets are reached; a flush
      * message goes only when operations went as messages. */
-    rc = gw_osc_direct_wait(m);
+    rc = gw_osc_direct_settle(m);
     gw_osc_wait_reached(m, &m->sync.acked[target], flush_send(m, target));
     gw_osc_wait_pending(m);
     return rc;
@@ -267,7 +267,7 @@ int gw_osc_flush(int target, ompi_win_t *win)
 int gw_osc_flush_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
-    int rc = gw_osc_direct_wait(m);
+    int rc = gw_osc_direct_settle(m);
     uint64_t *want = calloc(m->size, sizeof(*want));
     if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) {
@@ -287,7 +287,7 @@ int gw_osc_flush_all(ompi_win_t *win)
  * whose buffer the target reads until it has applied them. */
 int gw_osc_flush_local(int target, ompi_win_t *win)
 {
-    int rc = gw_osc_direct_wait(GW_OSC(win));
+    int rc = gw_osc_direct_settle(GW_OSC(win));
     gw_osc_direct_wait_refs(GW_OSC(win), target);
     gw_osc_wait_pending(GW_OSC(win));
     return rc;
@@ -295,7 +295,7 @@ int gw_osc_flush_local(int target, ompi_win_t *win)
 
 int gw_osc_flush_local_all(ompi_win_t *win)
 {
-    int rc = gw_osc_direct_wait(GW_OSC(win));
+    int rc = gw_osc_direct_settle(GW_OSC(win));
     gw_osc_direct_wait_refs(GW_OSC(win), -1);
     gw_osc_wait_pending(GW_OSC(win));
     return rc;

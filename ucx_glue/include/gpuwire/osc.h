@@ -10,10 +10,14 @@
  *                 the completion counts per peer, the target's lock and its
  *                 queue of waiters, the origin's lock epochs; the handling
  *                 of every message that arrives (ucx_glue/osc/sync)
+ *   origin        an operation's target layout built block by block
+ *                 (ucx_glue/osc/origin)
  *   apply         an operation applied to the target's window, block by
  *                 block (ucx_glue/osc/apply)
  *   cma           the host windows of other processes on this node, read
  *                 and written by cross-memory attach (ucx_glue/osc/cma)
+ *   device,       the door to the GPU and a window's same-node direct path
+ *   direct        (gpuwire/osc_direct.h; ucx_glue/osc/device, /direct)
  *
  * Completion is by counts: an origin counts the operations it sent to each
  * target, the target counts those it applied from each origin; fence,
@@ -144,6 +148,11 @@ typedef struct {
      * really holds it (not MPI_MODE_NOCHECK); 0 none. */
     int *locked;
     bool lock_all;
+
+    /* Per target: the count its acknowledgement must reach before the origin
+     * buffers of the accumulates sent to it by reference are free again;
+     * NULL until the first one (gw_osc_sync_ref_sent). */
+    uint64_t *ref_want;
 } gw_osc_sync_t;
 
 /* 0, or GW_OSC_ERR_NOMEM (s is then empty: fini is safe). */
@@ -190,6 +199,30 @@ GW_CORE_API int gw_osc_sync_flush_check(const gw_osc_sync_t *s, int target);
 /* Returns the count acked[target] must reach; sends a flush only when
  * operations are unacknowledged. */
 GW_CORE_API uint64_t gw_osc_sync_flush_send(gw_osc_sync_t *s, int target);
+
+/* Origin side: the operation just counted in sent[target] went by reference
+ * (GW_OSC_BY_REF): its origin buffer is in use until target acknowledges it.
+ * 0 or GW_OSC_ERR_NOMEM. */
+GW_CORE_API int gw_osc_sync_ref_sent(gw_osc_sync_t *s, int target);
+/* The count acked[target] must reach before the origin buffers of the
+ * accumulates sent to target by reference are free; sends a flush (for that
+ * count) when it has not been reached. 0: nothing to wait for. */
+GW_CORE_API uint64_t gw_osc_sync_ref_flush(gw_osc_sync_t *s, int target);
+
+/* ---- origin: an operation's target layout --------------------------------- */
+
+/* The target layout of an operation as it is built, block by block. */
+typedef struct {
+    gw_osc_block_t *b;
+    uint32_t n, cap;
+} gw_osc_blocks_t;
+
+/* Empty, with room for a few blocks; 0 or GW_OSC_ERR_NOMEM. */
+GW_CORE_API int gw_osc_blocks_init(gw_osc_blocks_t *l);
+/* Appends [off, + len): merged into the last block when it continues it,
+ * nothing when len is 0. 0, or GW_OSC_ERR_NOMEM (l unchanged). */
+GW_CORE_API int gw_osc_blocks_add(gw_osc_blocks_t *l, int64_t off, uint64_t len);
+GW_CORE_API void gw_osc_blocks_fini(gw_osc_blocks_t *l);
 
 /* ---- apply: an operation on the target's window ---------------------------- */
 

@@ -64,6 +64,7 @@ void gw_osc_sync_fini(gw_osc_sync_t *s)
     std::free(s->unlocks_sent);
     std::free(s->waiters);
     std::free(s->locked);
+    std::free(s->ref_want);
     gw_osc_sync_ops_t ops = s->ops;
     *s = gw_osc_sync_t{};
     s->ops = ops;
@@ -265,6 +266,23 @@ uint64_t gw_osc_sync_flush_send(gw_osc_sync_t *s, int target)
 {
     uint64_t want = s->sent[target];
     if (s->acked[target] < want) (void)s->ops.send_ctl(s->ops.ctx, target, GW_OSC_FLUSH, 0, want);
+    return want;
+}
+
+int gw_osc_sync_ref_sent(gw_osc_sync_t *s, int target)
+{
+    if (s->ref_want == nullptr && !alloc(s->ref_want, s->size > 0 ? s->size : 1)) {
+        return GW_OSC_ERR_NOMEM;
+    }
+    s->ref_want[target] = s->sent[target];
+    return 0;
+}
+
+uint64_t gw_osc_sync_ref_flush(gw_osc_sync_t *s, int target)
+{
+    if (s->ref_want == nullptr || s->ref_want[target] <= s->acked[target]) return 0;
+    const uint64_t want = s->ref_want[target];
+    (void)s->ops.send_ctl(s->ops.ctx, target, GW_OSC_FLUSH, 0, want);
     return want;
 }
 

@@ -1,0 +1,448 @@
+// The one-sided engine's GPU door and same-node direct path
+// (gpuwire/osc_direct.h, ucx_glue/osc/device and ucx_glue/osc/direct), over
+// a stand-in for the core's device API (fake_gpu.hpp): where buffers live,
+// copies and reductions with their failures, window descriptions, targets
+// mapped or not, direct Put and Get and their tickets, accumulates by
+// reference.
+#include "gw_catch.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fake_gpu.hpp"
+#include "gpuwire/cuda/reduce.h"
+#include "gpuwire/osc_direct.h"
+
+namespace {
+
+using gwtest::FakeGpu;
+
+std::vector<std::pair<int, std::string>> lines;  // (verbosity, line) the engine logged
+
+void capture(int verbosity, const char *msg) { lines.emplace_back(verbosity, msg); }
+
+bool logged(int verbosity, const std::string &text)
+{
+    for (const auto &l : lines) {
+        if (l.first == verbosity && l.second == text) return true;
+    }
+    return false;
+}
+
+// The fake device opened through the engine, closed at the end.
+struct Opened {
+    FakeGpu g;
+    Opened()
+    {
+        lines.clear();
+        gw_osc_log_set(capture);
+        char why[64];
+        REQUIRE(gw_osc_dev_open(why, sizeof(why)) == 2);
+    }
+    ~Opened()
+    {
+        gw_osc_dev_close();
+        gw_osc_log_set(nullptr);
+    }
+};
+
+// Which ranks share this node (peer ids 100 + rank).
+struct Peers {
+    std::vector<bool> local;
+    static bool on_node(void *ctx, int t, uint32_t *id)
+    {
+        *id = 100 + static_cast<uint32_t>(t);
+        return static_cast<Peers *>(ctx)->local[static_cast<size_t>(t)];
+    }
+};
+
+gw_osc_win_self_t self_of(int rank, void *base, uint64_t size, int gpu, int disp_unit = 1)
+{
+    return gw_osc_win_self_t{rank, static_cast<char *>(base), size, disp_unit, gpu};
+}
+
+gw_osc_win_desc_t describe(const gw_osc_win_self_t &s, bool enabled = true)
+{
+    gw_osc_win_desc_t d;
+    gw_osc_direct_describe(enabled, &s, &d);
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("device door: without a GPU every buffer is host memory", "[osc][direct]")
+{
+    FakeGpu g;
+    g.fail_open = true;
+    char buf[16], why[64] = "", desc[GW_OSC_DESC_BYTES];
+    g.device(buf, sizeof(buf), 0);
+    CHECK(gw_osc_dev_open(why, sizeof(why)) == -1);
+    CHECK(std::string(why) == "fake open failed");
+    CHECK(gw_osc_dev_where(buf, sizeof(buf)) == -1);
+    CHECK(gw_osc_dev_describe(buf, sizeof(buf), desc, why, sizeof(why)) == -1);
+    CHECK(std::string(why) == "no GPU");
+    void *mapping = nullptr, *ptr = nullptr;
+    int gpu = -1;
+    CHECK(gw_osc_dev_map(desc, 1, &mapping, &ptr, &gpu, why, sizeof(why)) == -1);
+    CHECK(g.maps == 0);
+    gw_osc_dev_close();
+    CHECK(g.user_waits.empty());
+}
+
+TEST_CASE("device door: where, blocking copies, failures logged", "[osc][direct]")
+{
+    Opened o;
+    char dev[32], host[32] = "abcdefgh";
+    o.g.device(dev, sizeof(dev), 1);
+    CHECK(gw_osc_dev_where(dev + 8, 8) == 1);
+    CHECK(gw_osc_dev_where(host, 8) == -1);
+    CHECK(gw_osc_dev_where(dev + 24, 16) == -1);  // not wholly inside
+    REQUIRE(gw_osc_dev_copy(dev, host, 8, 1) == 0);
+    CHECK(std::memcmp(dev, "abcdefgh", 8) == 0);
+    // Behind the application's work, and waited for.
+    CHECK(o.g.user_waits == std::vector<int>{1});
+    REQUIRE(o.g.waits.size() == 1);
+    CHECK(o.g.waits[0] == std::make_pair(1, o.g.tickets[1]));
+    CHECK(gw_osc_dev_copy(dev, host, 0, 1) == 0);  // nothing to move: no call
+    CHECK(o.g.copies.size() == 1);
+    o.g.fail_copy = true;
+    CHECK(gw_osc_dev_copy(dev, host, 8, 1) == -1);
+    CHECK(logged(0, "device copy of 8 bytes failed: fake copy failed"));
+    o.g.fail_classify = true;
+    CHECK(gw_osc_dev_where(dev, 8) == -1);
+    CHECK(lines.back().second.find("taken as host memory") != std::string::npos);
+}
+
+TEST_CASE("device door: reductions by the kernels, scratch given back", "[osc][direct]")
+{
+    Opened o;
+    int32_t win[4] = {1, 2, 3, 4};
+    const int32_t add[4] = {10, 20, 30, 40};
+    o.g.device(win, sizeof(win), 0);
+    CHECK(gw_osc_dev_reduce_supported(GW_OP_SUM, GW_TYPE_INT32));
+    CHECK(gw_osc_dev_reduce_supported(GW_OSC_OP_REPLACE, -1));
+    CHECK_FALSE(gw_osc_dev_reduce_supported(GW_OP_MAX, GW_TYPE_INT32));
+    CHECK_FALSE(gw_osc_dev_reduce_supported(-1, GW_TYPE_INT32));
+
+    REQUIRE(gw_osc_dev_reduce(win, add, sizeof(win), GW_OP_SUM, GW_TYPE_INT32, 0) == 1);
+    CHECK(win[0] == 11);
+    CHECK(win[3] == 44);
+    CHECK(o.g.scratch_lent == 0);
+    CHECK(o.g.user_waits == std::vector<int>{0});
+    // No kernel, or not whole elements: the caller stages; nothing moved.
+    CHECK(gw_osc_dev_reduce(win, add, sizeof(win), GW_OP_MAX, GW_TYPE_INT32, 0) == 0);
+    CHECK(gw_osc_dev_reduce(win, add, 6, GW_OP_SUM, GW_TYPE_INT32, 0) == 0);
+    CHECK(o.g.reductions == 1);
+    o.g.fail_reduce = true;
+    CHECK(gw_osc_dev_reduce(win, add, sizeof(win), GW_OP_SUM, GW_TYPE_INT32, 0) == -1);
+    CHECK(o.g.scratch_lent == 0);
+    CHECK(logged(0, "reduction of 16 bytes on GPU 0 failed: fake reduce failed"));
+    CHECK(win[0] == 11);
+}
+
+TEST_CASE("device door: an accumulate from a mapped origin buffer", "[osc][direct]")
+{
+    Opened o;
+    int32_t win[2] = {5, 6}, origin[2] = {7, 8};
+    o.g.device(win, sizeof(win), 0);
+    o.g.device(origin, sizeof(origin), 0);
+    char desc[GW_OSC_DESC_BYTES], why[64];
+    REQUIRE(gw_osc_dev_describe(origin, sizeof(origin), desc, why, sizeof(why)) == 0);
+
+    REQUIRE(gw_osc_dev_reduce_mapped(win, desc, 3, sizeof(win), GW_OP_SUM, GW_TYPE_INT32, 0) ==
+            0);
+    CHECK(win[0] == 12);
+    CHECK(win[1] == 14);
+    REQUIRE(gw_osc_dev_reduce_mapped(win, desc, 3, sizeof(win), GW_OSC_OP_REPLACE, -1, 0) == 0);
+    CHECK(win[0] == 7);
+    CHECK(o.g.copies.back().both_device);
+    CHECK(o.g.maps == 2);
+    CHECK(o.g.unmaps == 2);  // waited for, then given back
+    CHECK(o.g.waits.size() == 2);
+
+    // The origin buffer on another GPU than the window: refused, unmapped.
+    CHECK(gw_osc_dev_reduce_mapped(win, desc, 3, sizeof(win), GW_OP_SUM, GW_TYPE_INT32, 1) ==
+          -1);
+    CHECK(o.g.unmaps == 3);
+    CHECK(logged(0, "accumulate of 8 bytes from a mapped origin buffer on GPU 1 failed: the "
+                    "origin buffer is on GPU 0, the window on GPU 1"));
+    CHECK(gw_osc_dev_reduce_mapped(win, desc, 3, sizeof(win), GW_OP_MAX, GW_TYPE_INT32, 0) == -1);
+    CHECK(o.g.unmaps == 4);
+    CHECK(win[0] == 7);
+}
+
+TEST_CASE("direct: each rank's description of its window", "[osc][direct]")
+{
+    Opened o;
+    char host[64], dev[64], pool[64];
+    o.g.device(dev, sizeof(dev), 1);
+    o.g.device(pool, sizeof(pool), 0, false, false);  // cannot be exported
+
+    CHECK(describe(self_of(0, host, 64, -1), false).kind == GW_OSC_WIN_MESSAGES);
+    CHECK(describe(self_of(0, host, 0, -1)).kind == GW_OSC_WIN_MESSAGES);
+    gw_osc_win_desc_t h = describe(self_of(0, host, 64, -1, 8));
+    CHECK(h.kind == GW_OSC_WIN_HOST);
+    CHECK(h.pid == getpid());
+    CHECK(h.base == reinterpret_cast<uintptr_t>(host));
+    CHECK(h.disp_unit == 8);
+    CHECK(h.size == 64);
+    CHECK(o.g.user_waits.empty());
+
+    gw_osc_win_desc_t d = describe(self_of(2, dev, 64, 1));
+    CHECK(d.kind == GW_OSC_WIN_DEVICE);
+    CHECK(o.g.user_waits == std::vector<int>{1});  // the application's work lands first
+
+    CHECK(describe(self_of(2, pool, 64, 0)).kind == GW_OSC_WIN_MESSAGES);
+    CHECK(logged(1, "rank 2's window cannot be mapped by its peers (fake describe failed): "
+                    "their Put and Get go as messages"));
+    o.g.fail_user = true;
+    CHECK(describe(self_of(2, dev, 64, 1)).kind == GW_OSC_WIN_MESSAGES);
+}
+
+TEST_CASE("direct: same-node device windows mapped, Put and Get as copies", "[osc][direct]")
+{
+    Opened o;
+    char mine[64] = {}, near[64] = {}, far[64] = {}, other[64] = {};
+    o.g.device(mine, sizeof(mine), 0);
+    o.g.device(near, sizeof(near), 0);
+    o.g.device(far, sizeof(far), 1);
+    const gw_osc_win_self_t self = self_of(0, mine, 64, 0);
+    std::vector<gw_osc_win_desc_t> all = {describe(self), describe(self_of(1, near, 64, 0, 4)),
+                                          describe(self_of(2, far, 64, 1)),
+                                          describe(self_of(3, other, 64, -1), false)};
+    Peers peers{{true, true, false, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = -1;
+    REQUIRE(gw_osc_direct_open(&self, 4, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(d != nullptr);
+    CHECK(mapped == 2);   // this rank and rank 1; rank 2 is on another node, 3 has messages
+    CHECK(o.g.maps == 1); // this rank's own window is not mapped
+
+    const char data[8] = {'p', 'u', 't', ' ', 'd', 'a', 't', 'a'};
+    int rc = -1;
+    // Rank 1's disp_unit is 4: displacement 2 is byte 8.
+    CHECK(gw_osc_direct_rma(d, true, const_cast<char *>(data), 8, 1, 2, 0, false, &rc) ==
+          GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(std::memcmp(near + 8, data, 8) == 0);
+    CHECK_FALSE(o.g.copies.back().both_device);  // a host origin buffer
+    CHECK(o.g.waits.empty());                    // nothing waits per operation
+    char back[8] = {};
+    CHECK(gw_osc_direct_rma(d, false, back, 8, 1, 2, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(std::memcmp(back, data, 8) == 0);
+    CHECK(gw_osc_direct_rma(d, true, mine, 8, 0, 0, 16, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.copies.back().both_device);  // the origin on the window's GPU
+    CHECK(o.g.copies.back().dst == mine + 16);
+
+    // Other nodes, windows that are messages, no such rank: the message path.
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 2, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 3, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 4, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(gw_osc_direct_rma(nullptr, true, back, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+
+    // Outside the window: refused, nothing moved.
+    size_t copies = o.g.copies.size();
+    rc = 0;
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 1, 15, 0, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    CHECK(logged(0, "rank 0 accessed [60, +8) outside rank 1's window of 64 bytes"));
+    CHECK(o.g.copies.size() == copies);
+    rc = -1;
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 1, 14, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);  // [56, 64): the window's last bytes
+    copies = o.g.copies.size();
+    rc = 0;
+    CHECK(gw_osc_direct_rma(d, true, back, 8, 1, 0, -1, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    CHECK(o.g.copies.size() == copies);
+    // Nothing to move: taken, no copy.
+    rc = -1;
+    CHECK(gw_osc_direct_rma(d, true, back, 0, 1, 99, 0, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == 0);
+    CHECK(o.g.copies.size() == copies);
+
+    // The synchronisation waits for the last ticket of the GPU copied on.
+    REQUIRE(gw_osc_direct_wait(d) == 0);
+    REQUIRE(o.g.waits.size() == 1);
+    CHECK(o.g.waits[0] == std::make_pair(0, o.g.tickets[0]));
+    gw_osc_direct_close(d);
+    CHECK(o.g.unmaps == 1);
+    CHECK(o.g.waits.size() == 2);  // close waits too
+}
+
+TEST_CASE("direct: tickets per GPU, waits on request, failures", "[osc][direct]")
+{
+    Opened o;
+    char a[64] = {}, b[64] = {}, src[16] = "0123456789abcde";
+    o.g.device(a, sizeof(a), 0);
+    o.g.device(b, sizeof(b), 1);
+    char mine[8];
+    const gw_osc_win_self_t self = self_of(0, mine, 8, -1);
+    std::vector<gw_osc_win_desc_t> all = {describe(self, false), describe(self_of(1, a, 64, 0)),
+                                          describe(self_of(2, b, 64, 1))};
+    Peers peers{{true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(mapped == 2);
+    // Copies on both GPUs, several on GPU 1: the wait covers the last of each.
+    CHECK(gw_osc_direct_rma(d, true, src, 8, 2, 0, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(gw_osc_direct_rma(d, true, src, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(gw_osc_direct_rma(d, true, src + 8, 8, 2, 8, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.tickets[0] == 1);
+    CHECK(o.g.tickets[1] == 2);
+    REQUIRE(gw_osc_direct_wait(d) == 0);
+    REQUIRE(o.g.waits.size() == 2);
+    CHECK(o.g.waits[0] == std::make_pair(0, uint64_t{1}));
+    CHECK(o.g.waits[1] == std::make_pair(1, uint64_t{2}));
+    CHECK(std::memcmp(b, src, 16) == 0);
+
+    // An Rput completes with its copy: waited for at once.
+    o.g.waits.clear();
+    CHECK(gw_osc_direct_rma(d, true, src, 4, 1, 0, 0, true, &rc) == GW_OSC_DIRECT_MOVED);
+    REQUIRE(o.g.waits.size() == 1);
+    CHECK(o.g.waits[0] == std::make_pair(0, o.g.tickets[0]));
+    o.g.fail_wait = true;
+    CHECK(gw_osc_direct_rma(d, true, src, 4, 1, 0, 0, true, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(gw_osc_direct_wait(d) == GW_OSC_ERR_FAILED);
+    CHECK(logged(0, "direct copies on GPU 0 failed: fake copy_wait failed"));
+    o.g.fail_wait = false;
+
+    // A copy that cannot start: taken, failed, not counted as moved.
+    o.g.fail_copy = true;
+    rc = 0;
+    CHECK(gw_osc_direct_rma(d, true, src, 4, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(logged(0, "direct copy of 4 bytes on GPU 0 failed: fake copy failed"));
+    o.g.fail_copy = false;
+
+    // An origin buffer the application may still be writing: its work first.
+    char late[8] = "late!!!";
+    o.g.device(late, sizeof(late), 0, true);
+    o.g.user_waits.clear();
+    CHECK(gw_osc_direct_rma(d, true, late, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.user_waits == std::vector<int>{0});
+    o.g.fail_user = true;
+    const size_t copies = o.g.copies.size();
+    CHECK(gw_osc_direct_rma(d, true, late, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(o.g.copies.size() == copies);
+    o.g.fail_user = false;
+    gw_osc_direct_close(d);
+    CHECK(o.g.unmaps == o.g.maps);
+}
+
+TEST_CASE("direct: targets that cannot be mapped keep the message path", "[osc][direct]")
+{
+    Opened o;
+    char mine[8], a[64], b[64];
+    o.g.device(a, sizeof(a), 0);
+    o.g.device(b, sizeof(b), 1);
+    const gw_osc_win_self_t self = self_of(0, mine, 8, -1);
+    std::vector<gw_osc_win_desc_t> all = {describe(self, false), describe(self_of(1, a, 64, 0)),
+                                          describe(self_of(2, b, 64, 1))};
+    Peers peers{{true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = -1;
+    o.g.fail_map = true;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(d == nullptr);  // no target direct: nothing held
+    CHECK(mapped == 0);
+    CHECK(logged(1, "rank 0 cannot map rank 2's window (fake map failed): messages instead"));
+    o.g.fail_map = false;
+    // Mapped on a GPU this process cannot copy with: given back at once.
+    o.g.map_gpu = 16;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(d == nullptr);
+    CHECK(o.g.maps == 2);
+    CHECK(o.g.unmaps == 2);
+}
+
+TEST_CASE("direct: same-node host windows by cross-memory attach", "[osc][direct]")
+{
+    Opened o;
+    char win[64] = {}, dev[8] = "device";
+    o.g.device(dev, sizeof(dev), 0);
+    const gw_osc_win_self_t self = self_of(0, win, 64, -1, 8);
+    // Rank 1 is this process's own window, seen as a peer's: cross-memory
+    // attach works on one process too.
+    std::vector<gw_osc_win_desc_t> all = {describe(self), describe(self)};
+    Peers peers{{true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1;
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(mapped == 2);
+    CHECK(o.g.maps == 0);
+    char data[8] = "by CMA";
+    CHECK(gw_osc_direct_rma(d, true, data, 8, 1, 2, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(std::memcmp(win + 16, "by CMA", 7) == 0);
+    char back[8] = {};
+    CHECK(gw_osc_direct_rma(d, false, back, 8, 0, 2, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(std::memcmp(back, "by CMA", 7) == 0);
+    CHECK(o.g.copies.empty());  // no GPU copy
+    // A device origin buffer keeps the message path.
+    CHECK(gw_osc_direct_rma(d, true, dev, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    // So does memory the kernel will not copy.
+    CHECK(gw_osc_direct_rma(d, true, nullptr, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(lines.back().first == 1);
+    CHECK(lines.back().second.find("sent as a message instead") != std::string::npos);
+    gw_osc_direct_close(d);
+
+    // Not on this node: not reached.
+    peers.local = {true, false};
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(mapped == 1);
+    CHECK(gw_osc_direct_rma(d, true, data, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    gw_osc_direct_close(d);
+}
+
+TEST_CASE("direct: which accumulates may go by reference", "[osc][direct]")
+{
+    Opened o;
+    char mine[64], a[64], host[64];
+    int32_t origin[4] = {1, 2, 3, 4}, other[4] = {}, late[4] = {}, pool[4] = {};
+    o.g.device(mine, sizeof(mine), 0);
+    o.g.device(a, sizeof(a), 0);
+    o.g.device(origin, sizeof(origin), 0);
+    o.g.device(other, sizeof(other), 1);
+    o.g.device(late, sizeof(late), 0, true);
+    o.g.device(pool, sizeof(pool), 0, false, false);
+    const gw_osc_win_self_t self = self_of(0, mine, 64, 0);
+    std::vector<gw_osc_win_desc_t> all = {describe(self), describe(self_of(1, a, 64, 0)),
+                                          describe(self_of(2, host, 64, -1))};
+    Peers peers{{true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    CHECK(mapped == 3);
+    char desc[GW_OSC_DESC_BYTES] = {};
+    const auto ref = [&](int t, const void *p, uint64_t bytes, int op) {
+        return gw_osc_direct_acc_ref(d, t, p, bytes, op, GW_TYPE_INT32, desc);
+    };
+    REQUIRE(ref(1, origin, 16, GW_OP_SUM));
+    const void *described = nullptr;
+    std::memcpy(&described, desc, sizeof(described));  // the fake's description
+    CHECK(described == origin);
+    CHECK(ref(1, origin, 16, GW_OSC_OP_REPLACE));
+    CHECK_FALSE(ref(1, origin, 16, GW_OP_MAX));  // no kernel
+    CHECK_FALSE(ref(1, origin, 0, GW_OP_SUM));   // nothing to reduce
+    CHECK_FALSE(ref(0, origin, 16, GW_OP_SUM));  // this rank's own window
+    CHECK_FALSE(ref(2, origin, 16, GW_OP_SUM));  // a host window
+    CHECK_FALSE(ref(1, other, 16, GW_OP_SUM));   // the origin on another GPU
+    CHECK_FALSE(ref(1, pool, 16, GW_OP_SUM));    // cannot be exported
+    int32_t on_host[4] = {};
+    CHECK_FALSE(ref(1, on_host, 16, GW_OP_SUM));
+    CHECK_FALSE(gw_osc_direct_acc_ref(nullptr, 1, origin, 16, GW_OP_SUM, GW_TYPE_INT32, desc));
+    o.g.user_waits.clear();
+    CHECK(ref(1, late, 16, GW_OP_SUM));
+    CHECK(o.g.user_waits == std::vector<int>{0});
+    o.g.fail_user = true;
+    CHECK_FALSE(ref(1, late, 16, GW_OP_SUM));
+    gw_osc_direct_close(d);
+}

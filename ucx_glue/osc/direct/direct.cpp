@@ -1,0 +1,278 @@
+// A window's same-node direct path (gpuwire/osc_direct.h, docs/osc.md).
+//
+// Every rank describes its window (a CUDA IPC description of device memory,
+// or its process and address for host memory); the caller sends the
+// descriptions to every rank once. An origin maps each target on its node
+// through the process's one IPC mapping cache and keeps the mapping until
+// the window is freed. A Put or Get with contiguous layouts at both ends to
+// such a target is then one asynchronous copy on the core's stream, whose
+// ticket is remembered per GPU; nothing waits per operation, and every
+// synchronisation that completes operations waits for the tickets first. A
+// host window is one cross-memory-attach call instead, complete on return.
+// A contiguous Accumulate from a device buffer on the target window's GPU,
+// with an op the GPU reduces, may send the buffer's description instead of
+// its bytes (the target maps it and reduces from it).
+#include "gpuwire/osc_direct.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "osc_log.hpp"
+
+namespace gpuwire::osc {
+namespace {
+
+constexpr int kMaxGpus = 16;
+
+// One target's window as this rank reaches it.
+struct Target {
+    char *ptr = nullptr;  // the window's first byte here; nullptr: messages
+    uint64_t size = 0;    // its bytes
+    int disp_unit = 0;
+    int gpu = -1;         // the local GPU whose stream copies to it; -1: host window
+    void *mapping = nullptr;  // the peer mapping (gw_osc_dev_unmap); nullptr for this rank
+    int pid = 0;          // host window: its process; ptr is an address there, never
+                          // dereferenced here
+};
+
+// Maps target t's window into *d; true when the direct path takes it.
+bool map_target(const gw_osc_win_self_t *self, int t, const gw_osc_win_desc_t &w,
+                gw_osc_peer_fn peer, void *ctx, Target *d)
+{
+    char why[256] = "";
+    *d = Target{};
+    d->size = w.size;
+    d->disp_unit = w.disp_unit;
+    uint32_t id = 0;
+    if (w.kind == GW_OSC_WIN_HOST) {
+        if (!peer(ctx, t, &id)) return false;
+        if (gw_osc_cma_probe(w.pid, w.base, why, sizeof(why)) != 0) {
+            log(1, "rank %d cannot reach rank %d's host window (%s): messages instead",
+                self->rank, t, why);
+            return false;
+        }
+        d->ptr = reinterpret_cast<char *>(static_cast<uintptr_t>(w.base));
+        d->pid = w.pid;
+        d->gpu = -1;
+        return true;
+    }
+    if (t == self->rank) {
+        d->ptr = self->base;
+        d->gpu = self->gpu;
+    } else {
+        if (!peer(ctx, t, &id)) return false;
+        void *ptr = nullptr;
+        if (gw_osc_dev_map(w.desc, id, &d->mapping, &ptr, &d->gpu, why, sizeof(why)) != 0) {
+            log(1, "rank %d cannot map rank %d's window (%s): messages instead", self->rank, t,
+                why);
+            return false;
+        }
+        d->ptr = static_cast<char *>(ptr);
+    }
+    if (d->gpu < 0 || d->gpu >= kMaxGpus) {
+        gw_osc_dev_unmap(d->mapping);
+        *d = Target{};
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+// The path of one window: its targets, and the last ticket issued per GPU.
+class Direct {
+public:
+    Direct(int rank, int nranks) : rank_(rank), targets_(static_cast<size_t>(nranks)) {}
+    ~Direct()
+    {
+        (void)wait();
+        for (Target &t : targets_) {
+            if (t.mapping != nullptr) gw_osc_dev_unmap(t.mapping);
+        }
+    }
+    Direct(const Direct &) = delete;
+    Direct &operator=(const Direct &) = delete;
+
+    std::vector<Target> &targets() { return targets_; }
+
+    const Target *target(int t) const
+    {
+        if (t < 0 || static_cast<size_t>(t) >= targets_.size()) return nullptr;
+        return targets_[static_cast<size_t>(t)].ptr != nullptr ? &targets_[static_cast<size_t>(t)]
+                                                               : nullptr;
+    }
+    int rank() const { return rank_; }
+
+    // Enqueues the copy and remembers its ticket; 0 or -1 (logged).
+    int copy(void *dst, const void *src, uint64_t bytes, int gpu, bool both_device,
+             uint64_t *ticket)
+    {
+        std::lock_guard<std::mutex> g(lock_);
+        int r = gw_osc_dev_copy_start(dst, src, bytes, gpu, both_device, ticket);
+        if (r == 0) {
+            if (*ticket > issued_[gpu]) issued_[gpu] = *ticket;
+            gpus_ |= 1u << gpu;
+        }
+        return r;
+    }
+
+    int wait()
+    {
+        uint64_t want[kMaxGpus];
+        unsigned gpus;
+        {
+            // One look at the GPUs this window has copied on. The bits stay:
+            // a wait on a ticket passed already is one load, and another
+            // thread's wait in progress must not make this one return early.
+            std::lock_guard<std::mutex> g(lock_);
+            gpus = gpus_;
+            std::memcpy(want, issued_, sizeof(want));
+        }
+        int rc = 0;
+        for (int g = 0; gpus != 0 && g < kMaxGpus; g++) {
+            if (!(gpus & (1u << g))) continue;
+            if (gw_osc_dev_copy_wait(g, want[g]) != 0) rc = GW_OSC_ERR_FAILED;
+        }
+        return rc;
+    }
+
+private:
+    int rank_;
+    std::vector<Target> targets_;
+    std::mutex lock_;  // issued_ and gpus_
+    uint64_t issued_[kMaxGpus] = {};
+    unsigned gpus_ = 0;
+};
+
+}  // namespace gpuwire::osc
+
+struct gw_osc_direct {
+    gpuwire::osc::Direct path;
+    gw_osc_direct(int rank, int nranks) : path(rank, nranks) {}
+};
+
+using gpuwire::osc::log;
+using gpuwire::osc::Target;
+
+extern "C" {
+
+void gw_osc_direct_describe(bool enabled, const gw_osc_win_self_t *self, gw_osc_win_desc_t *mine)
+{
+    char why[256] = "";
+    std::memset(mine, 0, sizeof(*mine));
+    if (!enabled || self->size == 0) return;
+    mine->disp_unit = self->disp_unit;
+    mine->size = self->size;
+    if (self->gpu < 0) {
+        mine->kind = GW_OSC_WIN_HOST;
+        mine->pid = static_cast<int32_t>(getpid());
+        mine->base = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(self->base));
+        return;
+    }
+    // The application's earlier work on the window (a cudaMemset, say) lands
+    // before any peer copies into it.
+    if (gw_osc_dev_wait_user(self->gpu) != 0) return;
+    if (gw_osc_dev_describe(self->base, self->size, mine->desc, why, sizeof(why)) != 0) {
+        log(1, "rank %d's window cannot be mapped by its peers (%s): their Put and Get go as "
+               "messages", self->rank, why);
+        return;
+    }
+    mine->kind = GW_OSC_WIN_DEVICE;
+}
+
+int gw_osc_direct_open(const gw_osc_win_self_t *self, int nranks, const gw_osc_win_desc_t *all,
+                       gw_osc_peer_fn peer, void *peer_ctx, gw_osc_direct_t **out, int *mapped)
+{
+    *out = nullptr;
+    *mapped = 0;
+    auto *d = new (std::nothrow) gw_osc_direct(self->rank, nranks);
+    if (d == nullptr) return GW_OSC_ERR_NOMEM;
+    std::vector<Target> &targets = d->path.targets();
+    for (int t = 0; t < nranks; t++) {
+        if (all[t].kind != GW_OSC_WIN_DEVICE && all[t].kind != GW_OSC_WIN_HOST) continue;
+        if (gpuwire::osc::map_target(self, t, all[t], peer, peer_ctx, &targets[t])) (*mapped)++;
+    }
+    if (*mapped == 0) {
+        delete d;
+        return 0;
+    }
+    *out = d;
+    return 0;
+}
+
+void gw_osc_direct_close(gw_osc_direct_t *d) { delete d; }
+
+int gw_osc_direct_wait(gw_osc_direct_t *d) { return d == nullptr ? 0 : d->path.wait(); }
+
+int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes, int target,
+                      int64_t tdisp, int64_t off, bool wait, int *rc)
+{
+    const Target *t = d == nullptr ? nullptr : d->path.target(target);
+    if (t == nullptr) return GW_OSC_DIRECT_NO;
+    *rc = 0;
+    if (bytes == 0) return GW_OSC_DIRECT_DONE;
+    int64_t at = tdisp * t->disp_unit + off;
+    if (at < 0 || static_cast<uint64_t>(at) + bytes > t->size) {
+        log(0, "rank %d accessed [%lld, +%llu) outside rank %d's window of %llu bytes",
+            d->path.rank(), static_cast<long long>(at), static_cast<unsigned long long>(bytes),
+            target, static_cast<unsigned long long>(t->size));
+        *rc = GW_OSC_ERR_RANGE;
+        return GW_OSC_DIRECT_DONE;
+    }
+    char *remote = t->ptr + at;
+    bool unordered = false;
+    int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (t->pid != 0) {
+        // A host window: the kernel copies, the call returns with the bytes
+        // there. Device origin buffers keep the message path.
+        if (ogpu >= 0) return GW_OSC_DIRECT_NO;
+        char why[256];
+        if (gw_osc_cma_copy(t->pid, put, origin, static_cast<uint64_t>(
+                                                     reinterpret_cast<uintptr_t>(remote)),
+                            bytes, why, sizeof(why)) != 0) {
+            // Memory the kernel will not copy (a driver's mapping, say): the
+            // message path does it again, whole.
+            log(1, "%s; sent as a message instead", why);
+            return GW_OSC_DIRECT_NO;
+        }
+        return GW_OSC_DIRECT_MOVED;
+    }
+    if (unordered && gw_osc_dev_wait_user(ogpu) != 0) {
+        *rc = GW_OSC_ERR_FAILED;
+        return GW_OSC_DIRECT_DONE;
+    }
+    uint64_t ticket = 0;
+    if (d->path.copy(put ? remote : origin, put ? origin : remote, bytes, t->gpu, ogpu == t->gpu,
+                     &ticket) != 0) {
+        *rc = GW_OSC_ERR_FAILED;
+        return GW_OSC_DIRECT_DONE;
+    }
+    // Rput, Rget: the request completes with the copy.
+    if (wait && gw_osc_dev_copy_wait(t->gpu, ticket) != 0) *rc = GW_OSC_ERR_FAILED;
+    return GW_OSC_DIRECT_MOVED;
+}
+
+bool gw_osc_direct_acc_ref(gw_osc_direct_t *d, int target, const void *origin, uint64_t bytes,
+                           int op, int type, void *desc)
+{
+    const Target *t = d == nullptr ? nullptr : d->path.target(target);
+    if (t == nullptr || target == d->path.rank() || t->pid != 0 || bytes == 0 ||
+        !gw_osc_dev_reduce_supported(op, type)) {
+        return false;
+    }
+    bool unordered = false;
+    // The target maps the buffer on its window's GPU: only an origin buffer
+    // on that same GPU is read there.
+    int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (ogpu < 0 || ogpu != t->gpu) return false;
+    if (unordered && gw_osc_dev_wait_user(ogpu) != 0) return false;
+    char why[256];
+    return gw_osc_dev_describe(origin, bytes, desc, why, sizeof(why)) == 0;
+}
+
+}  // extern "C"
