@@ -482,3 +482,55 @@ TEST_CASE("persistent requests: start, restart, free while active, spares", "[co
     CHECK(gw_ce_order_empty(&comm));
     CHECK_FALSE(gw_ce_sched_busy(c.s));
 }
+
+namespace {
+
+/* A job whose poll, as the hierarchical ones do, initiates a collective on
+ * another communicator and progresses the caller from inside the
+ * scheduler's progress. */
+struct NestedJob {
+    Caller *c;
+    gw_ce_order_t *other;
+    std::vector<int> *hs, *hr;
+    std::unique_ptr<Req> inner;
+    int reentered = -1;
+    int released = 0;
+};
+
+int nested_poll(void *j, bool, bool *done)
+{
+    auto *job = static_cast<NestedJob *>(j);
+    if (nullptr == job->inner) {
+        job->inner = job->c->make(9, job->other, job->hs->data(), job->hr->data(),
+                                  static_cast<int>(job->hs->size()));
+        if (GW_CE_OK != gw_ce_req_enqueue(job->inner->ce)) return -1;
+        job->reentered = gw_ce_sched_progress(job->c->s); /* not entered again: 0 */
+    }
+    *done = 1 == job->inner->completions;
+    return GW_CE_OK;
+}
+void nested_release(void *j) { ++static_cast<NestedJob *>(j)->released; }
+const gw_ce_job_ops_t kNestedOps = {nested_poll, nested_release, nullptr};
+
+} // namespace
+
+TEST_CASE("a job's poll may initiate and progress from inside the progress", "[coll][sched]")
+{
+    Caller c;
+    gw_ce_order_t comm{}, other{};
+    std::vector<int> hs(4, 3), hr(4, 0);
+    NestedJob nj{&c, &other, &hs, &hr, nullptr};
+    const gw_ce_region_t none[GW_CE_REGION_COUNT] = {};
+    auto j = c.make(1, &comm, nullptr, nullptr, 0);
+    gw_ce_req_job(j->ce, &kNestedOps, &nj, none, false);
+    c.drain();
+    CHECK(0 == nj.reentered);
+    REQUIRE(nullptr != nj.inner);
+    CHECK(1 == nj.inner->completions);
+    CHECK(hr[3] == 6);
+    CHECK(1 == j->completions);
+    CHECK(1 == nj.released);
+    CHECK(0 == c.pending);
+    gw_ce_req_fini(j->ce);
+    gw_ce_req_fini(nj.inner->ce);
+}

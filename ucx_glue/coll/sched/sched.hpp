@@ -95,7 +95,6 @@ private:
     gw_ce_req_t *first_ = nullptr;    /* pending: oldest first */
     gw_ce_req_t **lastp_ = &first_;   /* the next field of the newest, or &first_ */
     gw_ce_req_t *spares_ = nullptr;   /* kept for reuse */
-    bool busy_ = false;               /* progress runs: not entered again */
 };
 
 } // namespace gpuwire::coll

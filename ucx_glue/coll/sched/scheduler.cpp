@@ -45,14 +45,9 @@ void Scheduler::finish(gw_ce_req_t *req)
 int Scheduler::progress()
 {
     if (!busy()) return 0;
+    /* Not entered again: a host collective started from here may progress
+     * the caller, and so this function; nor while another thread runs it. */
     if (held_ == this || !mutex_.try_lock()) return 0;
-    /* A host collective started from here may progress the caller, and so
-     * this function, again. */
-    if (busy_) {
-        mutex_.unlock();
-        return 0;
-    }
-    busy_ = true;
     held_ = this;
     gw_ce_req_t *finished = nullptr, **finished_last = &finished;
     for (gw_ce_req_t **p = &first_; nullptr != *p;) {
@@ -69,7 +64,6 @@ int Scheduler::progress()
         }
     }
     held_ = nullptr;
-    busy_ = false;
     mutex_.unlock();
 
     int n = 0;
