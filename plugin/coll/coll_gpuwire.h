@@ -20,6 +20,7 @@
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
 #include "gpuwire/core.h"
+#include "gpuwire/coll_sched.h"
 #include "gpuwire/coll_select.h"
 
 #include "ompi/communicator/communicator.h"
@@ -205,8 +206,8 @@ typedef struct {
 
     /* Non-blocking collectives initiated on this communicator whose previous
      * module's collective has not started yet, oldest first; they start in
-     * this order (coll_gpuwire_requests.c, under its lock). */
-    struct gw_coll_request *nb_first, *nb_last;
+     * this order (the collective engine's scheduler, gpuwire/coll_sched.h). */
+    gw_ce_order_t nb_order;
 
     /* The NVLink team of this communicator (coll_gpuwire_nvlink_team.c): set up
      * from the first call that could use it (a non-blocking one starts it,

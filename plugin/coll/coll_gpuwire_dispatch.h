@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "coll_gpuwire.h"
+#include "gpuwire/coll_sched.h"
 #include "gpuwire/gpu_device.h"
 
 typedef enum {
@@ -72,8 +73,8 @@ typedef struct {
 } gw_coll_args_t;
 
 enum {
-    GW_STAGE_IN = 1u << 0,  /* the call reads the bytes: device -> host before */
-    GW_STAGE_OUT = 1u << 1, /* the call writes the bytes: host -> device after */
+    GW_STAGE_IN = GW_CE_STAGE_IN,   /* the call reads the bytes: device -> host before */
+    GW_STAGE_OUT = GW_CE_STAGE_OUT, /* the call writes the bytes: host -> device after */
 };
 
 /* The bytes one buffer argument lets the call touch, relative to the pointer
@@ -83,23 +84,19 @@ enum {
  * receive buffer, count 0) and is never classified or staged. A non-empty
  * region with neither flag is scratch: the call gets host memory, nothing is
  * copied (Exscan's rank-0 receive buffer). */
-typedef struct {
-    const void *user;
-    ptrdiff_t lo, hi;
-    unsigned flags;
-    bool dense;     /* the described elements cover [lo, hi) with no gap */
-    bool on_gpu;    /* set by classification */
-    int gpu;        /* device ordinal when on_gpu */
-    bool unordered; /* classification: a cudaMemcpy into it may still be landing */
-} gw_coll_region_t;
+typedef gw_ce_region_t gw_coll_region_t; /* gpuwire/coll_stage.h */
 
-enum { GW_REGION_SEND, GW_REGION_RECV, GW_REGION_COUNT };
+enum {
+    GW_REGION_SEND = GW_CE_REGION_SEND,
+    GW_REGION_RECV = GW_CE_REGION_RECV,
+    GW_REGION_COUNT = GW_CE_REGION_COUNT
+};
 
 /* Fills r[GW_REGION_SEND] and r[GW_REGION_RECV] from MPI's rules for a->id
  * (which arguments are significant on this rank, MPI_IN_PLACE). */
 void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT]);
 
-static inline size_t gw_region_bytes(const gw_coll_region_t *r) { return (size_t)(r->hi - r->lo); }
+static inline size_t gw_region_bytes(const gw_coll_region_t *r) { return gw_ce_region_bytes(r); }
 
 /* The GPU whose stream and scratch a call on this rank uses: the receive
  * region's when it is device memory, else the send region's; -1 when
@@ -130,7 +127,7 @@ typedef struct {
 /* What an algorithm's run() returns when it found, in agreement with every
  * other rank of the call, that it cannot run it: the dispatch goes on to the
  * next algorithm that accepts the call. */
-#define GW_COLL_DECLINED 1
+#define GW_COLL_DECLINED GW_CE_DECLINED
 
 /* Runs one call: classifies, picks the algorithm, runs it. request is NULL
  * for the blocking forms. */
@@ -186,21 +183,9 @@ int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
  * polls them from MPI's progress (under the requests' lock, never entered
  * twice) until they are done, then releases them before the application
  * sees completion. */
-typedef struct {
-    /* Moves the job on without waiting; *done when it has finished. An OMPI
-     * error code completes the request with that error; GW_COLL_DECLINED
-     * (from an ordered job only, alike on every rank) runs the call staged
-     * instead, in its place among the communicator's staged calls. */
-    int (*poll)(void *job, bool query, bool *done);
-    /* Gives back what the job holds; called once, when it is done, failed,
-     * declined, or never got a request. */
-    void (*release)(void *job);
-    /* Whether an ordered job may still decline: while it may, it keeps its
-     * place in the communicator's FIFO (the staged calls initiated after it
-     * start after it). Asked only of jobs given as ordered; NULL for a kind
-     * of job that never is. */
-    bool (*ordered)(void *job);
-} gw_coll_job_ops_t;
+/* Its poll returns OMPI_SUCCESS, an OMPI error code (the request completes
+ * with that error) or GW_COLL_DECLINED (gw_ce_job_ops_t, gpuwire/coll_sched.h). */
+typedef gw_ce_job_ops_t gw_coll_job_ops_t;
 /* A request of ours for a call on m (regions r, classified) run by job;
  * ordered: placed in the communicator's FIFO (coll_gpuwire_requests.c). */
 int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -283,21 +268,19 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a);
 
 /* Device temporaries on one GPU for the significant regions that are
  * elsewhere (host memory, another GPU's memory), one scratch allocation for
- * all (coll_gpuwire_temps.c). */
-typedef struct {
-    gw_coll_dev_buf_t buf;
-    char *tmp[GW_REGION_COUNT]; /* region i's temporary (its byte lo); NULL: used where it is */
-} gw_coll_temps_t;
-/* Sets the temporaries up, copies in the regions the call reads (GW_STAGE_IN)
- * and waits for the copies. 0, or -1 with why (nothing held then). */
-int gw_coll_temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
-                     char *why, size_t why_len);
-/* Copies the temporaries of the regions the call wrote (GW_STAGE_OUT) back
- * into the application's buffers and waits. 0, or -1 with why. */
-int gw_coll_temps_out(const gw_coll_region_t r[GW_REGION_COUNT], int gpu, gw_coll_temps_t *t,
-                      char *why, size_t why_len);
-/* Gives the temporaries back (after temps_out, or instead of it). */
-void gw_coll_temps_release(gw_coll_temps_t *t);
+ * all: the collective engine's (gpuwire/coll_stage.h). */
+typedef gw_ce_temps_t gw_coll_temps_t;
+static inline int gw_coll_temps_in(const gw_coll_region_t r[GW_REGION_COUNT], int gpu,
+                                   gw_coll_temps_t *t, char *why, size_t why_len)
+{
+    return gw_ce_temps_in(r, gpu, t, why, why_len);
+}
+static inline int gw_coll_temps_out(const gw_coll_region_t r[GW_REGION_COUNT], int gpu,
+                                    gw_coll_temps_t *t, char *why, size_t why_len)
+{
+    return gw_ce_temps_out(r, gpu, t, why, why_len);
+}
+static inline void gw_coll_temps_release(gw_coll_temps_t *t) { gw_ce_temps_release(t); }
 
 /* With coll_gpuwire_device_sync, waits for the legacy default stream of every
  * GPU whose memory a significant region of the call is: the application's

@@ -2,16 +2,18 @@
  * Persistent collectives (MPI_<op>_init on device buffers): requests of ours
  * whose every start runs the non-blocking form. Separate from the requests
  * of the non-blocking forms (coll_gpuwire_requests.c): their own life cycle
- * (inactive, started, freed while active) over the same request state.
+ * (inactive, started, freed while active), kept by the engine's scheduler
+ * request (gw_ce_req_set_active, gw_ce_req_finish, gw_ce_req_free).
  *
  * The request keeps the call's arguments. Each MPI_Start runs the
  * non-blocking form through the dispatch (on device buffers every algorithm
  * answers with a request of ours), and that inner request's completion
  * callback completes the persistent one. A start's inner request is freed
  * by the next start or with the persistent request. Persistent requests
- * that are freed stay allocated for reuse until the component closes:
- * Open MPI's MPI_<op>_init bindings wrap req_free and read the request
- * after it returned (to release the datatypes and op they retained).
+ * that are freed stay allocated for reuse until the component closes (the
+ * scheduler's spares): Open MPI's MPI_<op>_init bindings wrap req_free and
+ * read the request after it returned (to release the datatypes and op they
+ * retained).
  */
 #include "coll_gpuwire_staged.h"
 
@@ -31,20 +33,16 @@ static void persistent_release(gw_coll_request_t *req)
     persistent_drop_inner(req);
     OMPI_REQUEST_FINI(r);
     OBJ_RELEASE(comm);
-    gw_coll_request_spare_put(req);
+    gw_ce_sched_spare_put(gw_coll_sched(), req->ce);
 }
 
 /* The inner request's completion callback (in the thread that completes it,
- * outside requests.lock). */
+ * outside the scheduler's lock). */
 static int persistent_inner_done(ompi_request_t *inner)
 {
     gw_coll_request_t *req = inner->req_complete_cb_data;
     req->mpi->req_status.MPI_ERROR = inner->req_status.MPI_ERROR;
-    gw_coll_requests_lock();
-    req->done = true;
-    const bool freed = req->freed;
-    gw_coll_requests_unlock();
-    if (freed) {
+    if (gw_ce_req_finish(req->ce)) {
         persistent_release(req);
     } else {
         ompi_request_complete(req->mpi, true);
@@ -61,14 +59,14 @@ static int persistent_start(size_t count, ompi_request_t **reqs)
         r->req_status = ompi_status_empty;
         r->req_state = OMPI_REQUEST_ACTIVE;
         r->req_complete = REQUEST_PENDING;
-        req->done = false;
+        gw_ce_req_set_active(req->ce, true);
         const int rc = req->staged_only
                            ? gw_coll_dispatch_staged(req->module, &req->args, &req->inner)
                            : gw_coll_dispatch(req->module, &req->args, &req->inner);
         if (OMPI_SUCCESS != rc) {
             /* Nothing started: inactive again, and the start fails. */
             req->inner = NULL;
-            req->done = true;
+            gw_ce_req_set_active(req->ce, false);
             r->req_state = OMPI_REQUEST_INACTIVE;
             r->req_complete = REQUEST_COMPLETED;
             return rc;
@@ -81,11 +79,8 @@ static int persistent_start(size_t count, ompi_request_t **reqs)
 static int persistent_free(ompi_request_t **rptr)
 {
     gw_coll_request_t *req = gw_coll_request_of(*rptr);
-    gw_coll_requests_lock();
-    const bool active = !req->done;
-    req->freed = active; /* released by the completion callback */
-    gw_coll_requests_unlock();
-    if (!active) persistent_release(req);
+    /* Active: released by the completion callback. */
+    if (gw_ce_req_free(req->ce)) persistent_release(req);
     *rptr = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
 }
@@ -93,11 +88,11 @@ static int persistent_free(ompi_request_t **rptr)
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            bool staged_only, ompi_request_t **request)
 {
-    gw_coll_request_t *spare = gw_coll_request_spare_take();
+    gw_ce_req_t *spare = gw_ce_sched_spare_take(gw_coll_sched());
     ompi_request_t *r;
     if (NULL != spare) {
         /* As new: libmpi's constructors clear what the bindings set. */
-        r = spare->mpi;
+        r = ((gw_coll_request_t *)gw_ce_req_owner(spare))->mpi;
         opal_obj_run_destructors((opal_object_t *)r);
         opal_obj_run_constructors((opal_object_t *)r);
     } else {
@@ -110,7 +105,7 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     r->req_start = persistent_start;
     r->req_free = persistent_free;
     req->staged_only = staged_only;
-    req->done = true; /* inactive: MPI_Request_free releases it */
+    gw_ce_req_set_active(req->ce, false); /* inactive: MPI_Request_free releases it */
     *request = r;
     return OMPI_SUCCESS;
 }

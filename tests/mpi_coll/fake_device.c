@@ -391,6 +391,8 @@ bool gw_coll_ipc_shared(void) { return true; }
 
 bool fake_is_device(const void *p) { return FAKE_HOST != kind_of(p); }
 
+long fake_staging_lent(void) { return __atomic_load_n(&staging_lent, __ATOMIC_RELAXED); }
+
 /* A synchronous copy to or from simulated device memory (fake_team.c). */
 void fake_dev_copy(void *dst, const void *src, size_t len)
 {

@@ -25,6 +25,8 @@ bool fake_delegate(void);
 int fake_board_describe(const void *ptr, size_t len, void *desc);
 /* Whether p is memory of the simulated GPU (either kind). */
 bool fake_is_device(const void *p);
+/* Host staging buffers lent and not given back. */
+long fake_staging_lent(void);
 /* A synchronous copy to or from it (fake_device.c). */
 void fake_dev_copy(void *dst, const void *src, size_t len);
 void fake_board_close(gw_coll_team_t *t);
