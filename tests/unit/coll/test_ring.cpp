@@ -27,6 +27,8 @@
 #include "gpuwire/coll_ring.h"
 #include "gpuwire/cuda/reduce.h"
 #include "gpuwire/gpu_device.h"
+
+#include "dev_buf.hpp"
 #include "mem_transport.hpp"
 
 namespace {
@@ -43,23 +45,6 @@ int device_mappings()
     std::fclose(f);
     return k;
 }
-
-/* A buffer of the simulated GPU (the CPU may touch it). */
-class DevBuf {
-public:
-    explicit DevBuf(size_t bytes)
-    {
-        char why[200];
-        REQUIRE(0 == gw_coll_scratch_get(bytes, 0, &b_, why, sizeof(why)));
-    }
-    ~DevBuf() { gw_coll_scratch_put(&b_); }
-    DevBuf(const DevBuf &) = delete;
-    DevBuf &operator=(const DevBuf &) = delete;
-    char *p() const { return static_cast<char *>(b_.ptr); }
-
-private:
-    gw_coll_dev_buf_t b_{};
-};
 
 struct TypeCase {
     const char *name;

@@ -23,28 +23,13 @@
 
 #include "gpuwire/coll_sched.h"
 #include "gpuwire/gpu_device.h"
+
+#include "dev_buf.hpp"
 extern "C" {
 #include "fake_device.h"
 }
 
 namespace {
-
-/* A buffer of the simulated GPU (the CPU may touch it). */
-class DevBuf {
-public:
-    explicit DevBuf(size_t bytes)
-    {
-        char why[200];
-        REQUIRE(0 == gw_coll_scratch_get(bytes, 0, &b_, why, sizeof(why)));
-    }
-    ~DevBuf() { gw_coll_scratch_put(&b_); }
-    DevBuf(const DevBuf &) = delete;
-    DevBuf &operator=(const DevBuf &) = delete;
-    int *p() const { return static_cast<int *>(b_.ptr); }
-
-private:
-    gw_coll_dev_buf_t b_{};
-};
 
 constexpr int kFailStatus = 99; /* what the fake caller maps any failure to */
 
@@ -211,14 +196,14 @@ TEST_CASE("host collectives start in initiation order on one communicator", "[co
     gw_ce_order_t comm{}, other{};
     const int n = 64;
     DevBuf dsend(n * sizeof(int)), drecv(n * sizeof(int));
-    for (int i = 0; i < n; ++i) dsend.p()[i] = i + 1;
+    for (int i = 0; i < n; ++i) dsend.p<int>()[i] = i + 1;
     std::vector<int> h1(n, 5), h1r(n), h2(n, 7), h2r(n), h3(n, 9), h3r(n);
 
     /* 1: staged (its copies in take polls); 2 and 3: host buffers, ready
      * at once, initiated after it; 4: another communicator. */
-    auto r1 = c.make(1, &comm, dsend.p(), drecv.p(), n);
+    auto r1 = c.make(1, &comm, dsend.p<int>(), drecv.p<int>(), n);
     const gw_ce_region_t r[GW_CE_REGION_COUNT] = {
-        dev_region(dsend.p(), n, GW_CE_STAGE_IN), dev_region(drecv.p(), n, GW_CE_STAGE_OUT)};
+        dev_region(dsend.p<int>(), n, GW_CE_STAGE_IN), dev_region(drecv.p<int>(), n, GW_CE_STAGE_OUT)};
     char why[200];
     REQUIRE(GW_CE_OK == gw_ce_req_stage(r1->ce, r, why, sizeof(why)));
     REQUIRE(GW_CE_OK == gw_ce_req_enqueue(r1->ce));
@@ -246,7 +231,7 @@ TEST_CASE("host collectives start in initiation order on one communicator", "[co
         CHECK(0 == q->releases);
     }
     for (int i = 0; i < n; ++i) {
-        REQUIRE(drecv.p()[i] == 2 * (i + 1));
+        REQUIRE(drecv.p<int>()[i] == 2 * (i + 1));
         REQUIRE(h1r[i] == 10);
         REQUIRE(h2r[i] == 14);
     }
@@ -261,24 +246,24 @@ TEST_CASE("staged in, host collective, staged out: the bytes, and a failed copy 
 {
     const int n = 37;
     DevBuf dsend(n * sizeof(int)), drecv(n * sizeof(int));
-    for (int i = 0; i < n; ++i) dsend.p()[i] = 3 * i;
-    for (int i = 0; i < n; ++i) drecv.p()[i] = -1;
+    for (int i = 0; i < n; ++i) dsend.p<int>()[i] = 3 * i;
+    for (int i = 0; i < n; ++i) drecv.p<int>()[i] = -1;
     const gw_ce_region_t r[GW_CE_REGION_COUNT] = {
-        dev_region(dsend.p(), n, GW_CE_STAGE_IN), dev_region(drecv.p(), n, GW_CE_STAGE_OUT)};
+        dev_region(dsend.p<int>(), n, GW_CE_STAGE_IN), dev_region(drecv.p<int>(), n, GW_CE_STAGE_OUT)};
     char why[200];
 
     SECTION("the result lands in device memory")
     {
         Caller c;
         gw_ce_order_t comm{};
-        auto q = c.make(1, &comm, dsend.p(), drecv.p(), n);
+        auto q = c.make(1, &comm, dsend.p<int>(), drecv.p<int>(), n);
         REQUIRE(GW_CE_OK == gw_ce_req_stage(q->ce, r, why, sizeof(why)));
         /* The host collective sees host copies, not the device buffers. */
         REQUIRE(GW_CE_OK == gw_ce_req_enqueue(q->ce));
         c.drain();
         CHECK(1 == q->completions);
         CHECK(0 == q->completed_status);
-        for (int i = 0; i < n; ++i) REQUIRE(drecv.p()[i] == 6 * i);
+        for (int i = 0; i < n; ++i) REQUIRE(drecv.p<int>()[i] == 6 * i);
         CHECK(0 == fake_staging_lent());
         gw_ce_req_fini(q->ce);
     }
@@ -286,7 +271,7 @@ TEST_CASE("staged in, host collective, staged out: the bytes, and a failed copy 
     {
         Caller c;
         gw_ce_order_t comm{};
-        auto q = c.make(1, &comm, dsend.p(), drecv.p(), n);
+        auto q = c.make(1, &comm, dsend.p<int>(), drecv.p<int>(), n);
         auto next = c.make(2, &comm, nullptr, nullptr, 0);
         setenv("GWFAKE_FAIL_COPY_TO_DEVICE_BYTES", std::to_string(n * sizeof(int)).c_str(), 1);
         REQUIRE(GW_CE_OK == gw_ce_req_stage(q->ce, r, why, sizeof(why)));
@@ -370,14 +355,14 @@ TEST_CASE("jobs: done, failing mid-way, declining into staging in their place", 
     SECTION("an ordered job that declines is staged in its place, before later calls")
     {
         DevBuf dsend(n * sizeof(int)), drecv(n * sizeof(int));
-        for (int i = 0; i < n; ++i) dsend.p()[i] = i;
+        for (int i = 0; i < n; ++i) dsend.p<int>()[i] = i;
         const gw_ce_region_t r[GW_CE_REGION_COUNT] = {
-            dev_region(dsend.p(), n, GW_CE_STAGE_IN), dev_region(drecv.p(), n, GW_CE_STAGE_OUT)};
+            dev_region(dsend.p<int>(), n, GW_CE_STAGE_IN), dev_region(drecv.p<int>(), n, GW_CE_STAGE_OUT)};
         Job dec;
         dec.polls = 2;
         dec.fail_rc = GW_CE_DECLINED;
         dec.may_decline = true;
-        auto j = c.make(1, &comm, dsend.p(), drecv.p(), n);
+        auto j = c.make(1, &comm, dsend.p<int>(), drecv.p<int>(), n);
         gw_ce_req_job(j->ce, &kJobOps, &dec, r, true);
         auto h = c.make(2, &comm, hs.data(), hr.data(), n);
         REQUIRE(GW_CE_OK == gw_ce_req_enqueue(h->ce));
@@ -387,7 +372,7 @@ TEST_CASE("jobs: done, failing mid-way, declining into staging in their place", 
         CHECK(1 == dec.released);
         CHECK(1 == j->completions);
         CHECK(0 == j->completed_status);
-        for (int i = 0; i < n; ++i) REQUIRE(drecv.p()[i] == 2 * i);
+        for (int i = 0; i < n; ++i) REQUIRE(drecv.p<int>()[i] == 2 * i);
         CHECK(1 == c.staged_calls);
         CHECK(0 == fake_staging_lent());
         gw_ce_req_fini(j->ce);
