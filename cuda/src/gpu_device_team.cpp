@@ -286,6 +286,24 @@ static void board_fail(const cu::NvlBoard &b, uint64_t seq)
     __atomic_store_n(b.done(seq), (seq << 1) | 1, __ATOMIC_RELEASE);
 }
 
+/* Lets go of the leases of the calls this rank launched that have finished
+ * (their completion word written: done, or failed). */
+static void release_finished_locked(gw_coll_team_t *t)
+{
+    const cu::NvlBoard &b = *t->board;
+    while (!t->launched.empty() &&
+           (__atomic_load_n(b.done(t->launched.front().seq), __ATOMIC_ACQUIRE) >> 1) >=
+               t->launched.front().seq) {
+        t->launched.pop_front();
+    }
+}
+
+static void release_finished(gw_coll_team_t *t)
+{
+    std::lock_guard<std::mutex> lock(t->launched_mu);
+    release_finished_locked(t);
+}
+
 /* Rank r's buffer of a delegated call, as this process addresses it. */
 static int board_map(gw_coll_team_t *t, const char *desc, int r, void **ptr,
                      std::vector<cu::IpcMapping> &leases, char *why, size_t why_len)
@@ -311,6 +329,11 @@ static int launch_delegated(gw_coll_team_t *t, uint64_t seq, gw_nvl_all_call_t c
 {
     const cu::NvlBoard &b = *t->board;
     const int n = t->team->nranks(), me = t->team->rank();
+    // A call launched earlier may have finished unseen by this rank's
+    // completion checks: its leases go first, since a peer may have freed
+    // such a buffer and now posts a new one at the same address, which CUDA
+    // refuses to map while the old mapping stays open (cudaErrorAlreadyMapped).
+    release_finished(t);
     std::vector<cu::IpcMapping> leases;
     for (int r = 0; r < n; ++r) {
         if (r == me) continue;
@@ -324,15 +347,21 @@ static int launch_delegated(gw_coll_team_t *t, uint64_t seq, gw_nvl_all_call_t c
         call.in[r] = in;
         call.out[r] = out;
     }
+    // Listed before the launch: once the completion word is written, a
+    // completion check that sees it finds the call here and lets its leases
+    // go (listed after, from the launcher thread, they outlived the call).
+    {
+        std::lock_guard<std::mutex> lock(t->launched_mu);
+        t->launched.push_back({seq, std::move(leases)});
+    }
     cu::Status s = t->team->launch_all(call, b.done_device(seq), seq << 1);
     if (!s) {
         // The kernel may be queued without its completion word: the stream
-        // is given up on (every later launch fails too).
+        // is given up on (every later launch fails too). The failure mark
+        // ends the call, and its listing with it.
         board_fail(b, seq);
         return fail_status(why, why_len, "NVLink delegated call", s);
     }
-    std::lock_guard<std::mutex> lock(t->launched_mu);
-    t->launched.push_back({seq, std::move(leases)});
     return 0;
 }
 
@@ -392,13 +421,8 @@ GW_CORE_API int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool q
 {
     const cu::NvlBoard &b = *t->board;
     {
-        // The leases of the calls this rank launched that have finished.
         std::lock_guard<std::mutex> lock(t->launched_mu);
-        while (!t->launched.empty() &&
-               (__atomic_load_n(b.done(t->launched.front().seq), __ATOMIC_ACQUIRE) >> 1) >=
-                   t->launched.front().seq) {
-            t->launched.pop_front();
-        }
+        release_finished_locked(t);
         if (query && !t->launched.empty()) {
             cu::Status s = t->team->stream_status();
             if (!s) {
@@ -415,6 +439,9 @@ GW_CORE_API int gw_coll_team_posted_done(gw_coll_team_t *t, uint64_t seq, bool q
     if ((d >> 1) == seq && (d & 1) != 0) {
         return fail(why, why_len, "the rank that launched it failed (its message names the cause)");
     }
+    // Finished: where this rank launched it, its leases go now, before the
+    // application may free the buffers and a peer post new ones there.
+    release_finished(t);
     *done = true;
     return 0;
 }
