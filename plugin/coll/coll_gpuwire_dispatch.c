@@ -119,24 +119,6 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a)
     return (unsigned __int128)elems * size < (unsigned __int128)min * (size_t)(n - 1);
 }
 
-int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
-                              size_t why_len)
-{
-    int synced[GW_REGION_COUNT], nsynced = 0;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
-        /* Without coll_gpuwire_device_sync: only memory a cudaMemcpy may still
-         * be writing (first seen, or not markable SYNC_MEMOPS). */
-        if (!mca_coll_gpuwire.device_sync && !r[i].unordered) continue;
-        bool seen = false;
-        for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
-        if (seen) continue;
-        if (0 != gw_coll_device_wait_user(r[i].gpu, why, why_len)) return -1;
-        synced[nsynced++] = r[i].gpu;
-    }
-    return 0;
-}
-
 /* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
  * whatever else would accept the call (the persistent forms where ranks pass
  * different memory kinds). */

@@ -285,7 +285,10 @@ static inline void gw_coll_temps_release(gw_coll_temps_t *t) { gw_ce_temps_relea
 /* With coll_gpuwire_device_sync, waits for the legacy default stream of every
  * GPU whose memory a significant region of the call is: the application's
  * work queued there comes first. 0, or -1 with why. */
-int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
-                              size_t why_len);
+static inline int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
+                                            size_t why_len)
+{
+    return gw_ce_wait_user_regions(r, mca_coll_gpuwire.device_sync, why, why_len);
+}
 
 #endif
