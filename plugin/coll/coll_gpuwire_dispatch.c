@@ -141,7 +141,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * the communicator's collectives, whatever memory it passes: where a
      * non-blocking call started a team set-up whose outcome the calls do
      * not go by yet, it ends here and they go by it from now on. */
-    if (NULL == request && GW_NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, a->comm);
+    if (NULL == request && GW_CE_NVL_SETTING_UP == m->nvl.seen) gw_ce_nvl_settle(&m->nvl);
     gw_coll_regions(a, r);
     int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
@@ -218,7 +218,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
     }
     /* Nonlocal, so a place every rank passes in the same order: a set-up
      * of the NVLink team under way ends, and the starts go by its outcome. */
-    gw_coll_nvlink_settle(m, a->comm);
+    gw_ce_nvl_settle(&m->nvl);
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
     if (NULL != m->previous_allreduce) {
