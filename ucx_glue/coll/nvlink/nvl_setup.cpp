@@ -5,10 +5,8 @@
  * itself; a non-blocking one leaves it to the progress of its request's
  * polls, so that initiation never waits for another rank.
  */
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <new>
 
 #include "nvl.hpp"
@@ -28,37 +26,6 @@ struct gw_ce_nvl_setup {
     int nreqs[2] = {0, 0};
     void *reqs[2][2 * GW_CE_NVL_MAX_TEAM] = {};
 };
-
-namespace gw::nvl {
-
-void logf(const gw_ce_nvl_t &nvl, int level, const char *fmt, ...)
-{
-    if (nullptr == nvl.tp.log) return;
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    nvl.tp.log(nvl.tp.ctx, level, line);
-}
-
-double now_s()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-const char *coll_name(gw_ce_nvl_coll_t c)
-{
-    switch (c) {
-    case GW_CE_NVL_ALLREDUCE: return "allreduce";
-    case GW_CE_NVL_BCAST: return "bcast";
-    default: return "allgather";
-    }
-}
-
-} // namespace gw::nvl
 
 namespace {
 

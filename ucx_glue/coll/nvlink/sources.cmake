@@ -2,6 +2,7 @@
 # blocking and non-blocking calls over it, and the delegated form of a team
 # on one GPU.
 list(APPEND GPUWIRE_COLL_ENGINE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/nvl_desc.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nvl_setup.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nvl_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/nvl_nb.cpp
