@@ -100,6 +100,23 @@ TEST_CASE("the set-up declines alike where a rank cannot take part", "[coll][nvl
         CHECK(w.ranks[0].logged("NVLink: not used on UNIT_COMM: another rank could not take part"));
         CHECK(0 == w.mem.leaks());
     }
+    SECTION("a description fails while another is still coming")
+    {
+        Env env({{"GW_FAKE_NVLINK", "1"}});
+        World w(3, 1);
+        w.ranks[1].fail_tag = kSetupTag;
+        w.ranks[1].fail_count = 1; /* the description of rank 0, posted first */
+        for (int r : {0, 1}) REQUIRE(GW_CE_OK == gw_ce_nvl_setup_start(&w.ranks[r].nvl, 0));
+        for (int i = 0; i < 10; ++i) gw_ce_nvl_setup_progress(&w.ranks[1].nvl);
+        CHECK(GW_CE_NVL_SETTING_UP == w.ranks[1].nvl.state);
+        REQUIRE(GW_CE_OK == gw_ce_nvl_setup_start(&w.ranks[2].nvl, 0));
+        w.finish_setup();
+        for (Rank &k : w.ranks) CHECK(GW_CE_NVL_UNUSABLE == k.nvl.state);
+        CHECK(w.ranks[1].logged("NVLink: not used on UNIT_COMM: a description's message failed "
+                                "(MPI error 15)"));
+        CHECK(w.ranks[0].logged("another rank could not take part"));
+        CHECK(0 == w.mem.leaks());
+    }
 }
 
 TEST_CASE("blocking calls run one-shot on the team", "[coll][nvlink]")

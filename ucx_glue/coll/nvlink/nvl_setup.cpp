@@ -25,6 +25,9 @@ struct gw_ce_nvl_setup {
     uint32_t ids[GW_CE_NVL_MAX_TEAM] = {};
     int nreqs[2] = {0, 0};
     void *reqs[2][2 * GW_CE_NVL_MAX_TEAM] = {};
+    /* An error of a completed message of each group: its request is gone
+     * by the time the whole group has completed. */
+    int err[2] = {GW_CE_OK, GW_CE_OK};
 };
 
 namespace {
@@ -66,8 +69,9 @@ int post(gw_ce_nvl_t *nvl, gw_ce_nvl_setup_t *st, int k, bool send, void *buf, s
     return rc;
 }
 
-/* Whether every message of group k has completed; an error of one in *err. */
-bool setup_reqs_done(gw_ce_nvl_t *nvl, gw_ce_nvl_setup_t *st, int k, int *err)
+/* Whether every message of group k has completed; an error of one is kept
+ * in st->err[k]. */
+bool setup_reqs_done(gw_ce_nvl_t *nvl, gw_ce_nvl_setup_t *st, int k)
 {
     const gw_ce_transport_t &p = nvl->tp.p2p;
     bool all = true;
@@ -79,7 +83,7 @@ bool setup_reqs_done(gw_ce_nvl_t *nvl, gw_ce_nvl_setup_t *st, int k, int *err)
             all = false;
             continue;
         }
-        if (GW_CE_OK != e) *err = e;
+        if (GW_CE_OK != e) st->err[k] = e;
     }
     return all;
 }
@@ -212,10 +216,14 @@ extern "C" void gw_ce_nvl_setup_progress(gw_ce_nvl_t *nvl)
     int err = GW_CE_OK;
     if (nullptr == st) return;
     if (1 == st->phase) {
-        if (!setup_reqs_done(nvl, st, 0, &err)) return;
+        if (!setup_reqs_done(nvl, st, 0)) return;
+        err = st->err[0];
         answer(nvl, st, &err);
     }
-    if (GW_CE_OK == err && !setup_reqs_done(nvl, st, 1, &err)) return;
+    if (GW_CE_OK == err) {
+        if (!setup_reqs_done(nvl, st, 1)) return;
+        err = st->err[1];
+    }
     bool all_ok = GW_CE_OK == err, all_dl = true;
     for (int q = 0; q < st->n; ++q) {
         all_ok = all_ok && 0 != (st->answers[q] & 1);
