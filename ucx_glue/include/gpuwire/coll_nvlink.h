@@ -17,6 +17,9 @@
  * alike whether the team is usable. The messages go point-to-point with the
  * transport's setup_tag, descriptions before answers from every rank.
  *
+ * A call comes in plain terms (gw_ce_nvl_call_t: its collective, op and
+ * type ids, bytes, whether the layouts suit; its regions with memory kinds);
+ * accepts, its place on this rank and the kernels' terms: nvl_desc.cpp.
  * Per call, chosen alike on every rank from the call's arguments
  * (nvl_call.cpp):
  *   bytes <= oneshot_bytes: one-shot through the workspace slots;
