@@ -20,6 +20,7 @@
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
 #include "gpuwire/core.h"
+#include "gpuwire/coll_nvlink.h"
 #include "gpuwire/coll_sched.h"
 #include "gpuwire/coll_select.h"
 
@@ -90,8 +91,6 @@ typedef struct {
     unsigned long long nb_pending;
 } mca_coll_gpuwire_globals_t;
 
-/* States of a communicator's NVLink team (nvl_state, nvl_seen below). */
-enum { GW_NVL_UNKNOWN = 0, GW_NVL_READY = 1, GW_NVL_SETTING_UP = 2, GW_NVL_UNUSABLE = -1 };
 
 typedef struct {
     mca_coll_base_module_t super;
@@ -209,29 +208,12 @@ typedef struct {
      * this order (the collective engine's scheduler, gpuwire/coll_sched.h). */
     gw_ce_order_t nb_order;
 
-    /* The NVLink team of this communicator (coll_gpuwire_nvlink_team.c): set up
-     * from the first call that could use it (a non-blocking one starts it,
-     * MPI's progress ends it); GW_NVL_UNUSABLE when it cannot be. */
-    int nvl_state;
-    /* The state the non-blocking calls go by: a set-up's outcome becomes
-     * theirs only where every rank is at the same place among the
-     * communicator's collectives (a blocking call, a persistent
-     * initialization), so every rank gives each call to one algorithm. */
-    int nvl_seen;
-    struct gw_coll_team *nvl_team;
-    struct gw_nvl_setup *nvl_setup; /* while the team is being set up */
-    /* Non-blocking calls given to the team, and how many of them have been
-     * launched: they launch in initiation order, each once every rank has
-     * initiated it, and a blocking call waits until none is left unlaunched. */
-    uint64_t nvl_nb_issued, nvl_nb_launched;
-    /* The delegated form (coll_gpuwire_nvlink_delegate.c): the team's ranks
-     * all share one GPU and a board; its calls are numbered from 1 alike on
-     * every rank. */
-    bool nvl_dl;
-    uint64_t nvl_dl_seq;
-    /* Non-blocking calls above the one-shot size declined while the set-up
-     * was under way: they count towards adopting its outcome too. */
-    uint64_t nvl_nb_early;
+    /* The NVLink team of this communicator (the collective engine's,
+     * gpuwire/coll_nvlink.h): set up from the first call that could use it
+     * (a non-blocking one starts it, MPI's progress ends it); its state,
+     * the state the non-blocking calls go by, their order. */
+    gw_ce_nvl_t nvl;
+    struct ompi_communicator_t *nvl_comm; /* the team's transport's communicator */
 
     /* Non-blocking reductions given to the device ring
      * (coll_gpuwire_devreduce.c), and how many of them are through with

@@ -119,24 +119,6 @@ bool gw_coll_reduce_small(const gw_coll_args_t *a)
     return (unsigned __int128)elems * size < (unsigned __int128)min * (size_t)(n - 1);
 }
 
-int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
-                              size_t why_len)
-{
-    int synced[GW_REGION_COUNT], nsynced = 0;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
-        /* Without coll_gpuwire_device_sync: only memory a cudaMemcpy may still
-         * be writing (first seen, or not markable SYNC_MEMOPS). */
-        if (!mca_coll_gpuwire.device_sync && !r[i].unordered) continue;
-        bool seen = false;
-        for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
-        if (seen) continue;
-        if (0 != gw_coll_device_wait_user(r[i].gpu, why, why_len)) return -1;
-        synced[nsynced++] = r[i].gpu;
-    }
-    return 0;
-}
-
 /* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
  * whatever else would accept the call (the persistent forms where ranks pass
  * different memory kinds). */
@@ -159,7 +141,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
      * the communicator's collectives, whatever memory it passes: where a
      * non-blocking call started a team set-up whose outcome the calls do
      * not go by yet, it ends here and they go by it from now on. */
-    if (NULL == request && GW_NVL_SETTING_UP == m->nvl_seen) gw_coll_nvlink_settle(m, a->comm);
+    if (NULL == request && GW_CE_NVL_SETTING_UP == m->nvl.seen) gw_ce_nvl_settle(&m->nvl);
     gw_coll_regions(a, r);
     int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
@@ -236,7 +218,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
     }
     /* Nonlocal, so a place every rank passes in the same order: a set-up
      * of the NVLink team under way ends, and the starts go by its outcome. */
-    gw_coll_nvlink_settle(m, a->comm);
+    gw_ce_nvl_settle(&m->nvl);
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
     if (NULL != m->previous_allreduce) {

@@ -199,20 +199,19 @@ extern const gw_coll_algorithm_t gw_coll_staged;
  * same answer on every rank of a call (coll_gpuwire_optable.c). */
 bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *gop, int *gtype);
 
-/* Kernels over NVLink (coll_gpuwire_nvlink.c). */
+/* Kernels over NVLink: the collective engine's NVLink team family
+ * (gpuwire/coll_nvlink.h) over this communicator (coll_gpuwire_nvlink.c). */
 extern const gw_coll_algorithm_t gw_coll_nvlink;
-/* Releases the communicator's NVLink team (module destructor). */
-void gw_coll_nvlink_release(mca_coll_gpuwire_module_t *m);
+/* Gives the team its transport over comm and the parameters (module
+ * enable); the team is released by gw_ce_nvl_release (module destructor). */
+void gw_coll_nvlink_init(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 /* False while comm's NVLink team is being set up; otherwise makes the
- * outcome what comm's non-blocking calls go by (nvl_seen) and returns true.
+ * outcome what comm's non-blocking calls go by (nvl.seen) and returns true.
  * Only where every rank of comm asks before the same non-blocking call (and
- * waits until true), so that they all adopt the outcome at one place. */
+ * waits until true), so that they all adopt the outcome at one place. The
+ * blocking calls and persistent initializations, which may wait for the
+ * other ranks, end a set-up under way with gw_ce_nvl_settle. */
 bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm);
-/* Ends a set-up of m's NVLink team that non-blocking calls started, by
- * MPI's progress, and adopts its outcome (collective: for the blocking
- * calls and persistent initializations, which may wait for the other
- * ranks). */
-void gw_coll_nvlink_settle(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;
@@ -285,7 +284,10 @@ static inline void gw_coll_temps_release(gw_coll_temps_t *t) { gw_ce_temps_relea
 /* With coll_gpuwire_device_sync, waits for the legacy default stream of every
  * GPU whose memory a significant region of the call is: the application's
  * work queued there comes first. 0, or -1 with why. */
-int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
-                              size_t why_len);
+static inline int gw_coll_wait_user_regions(const gw_coll_region_t r[GW_REGION_COUNT], char *why,
+                                            size_t why_len)
+{
+    return gw_ce_wait_user_regions(r, mca_coll_gpuwire.device_sync, why, why_len);
+}
 
 #endif

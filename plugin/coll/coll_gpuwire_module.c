@@ -86,6 +86,7 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     GW_SAVE_PREVIOUS(m, comm, scan_init);
     GW_SAVE_PREVIOUS(m, comm, scatter_init);
     GW_SAVE_PREVIOUS(m, comm, scatterv_init);
+    gw_coll_nvlink_init(m, comm);
     COLL_GPUWIRE_VERBOSE(10, "enabled on %s (cid %u, %d ranks): allreduce over %p",
                          comm->c_name, (unsigned)gw_comm_cid(comm), ompi_comm_size(comm),
                          (void *)m->previous_allreduce_module);
@@ -100,7 +101,7 @@ static void module_construct(mca_coll_gpuwire_module_t *m)
 
 static void module_destruct(mca_coll_gpuwire_module_t *m)
 {
-    gw_coll_nvlink_release(m);
+    gw_ce_nvl_release(&m->nvl);
     gw_coll_hier_release(m);
     GW_RELEASE_PREVIOUS(m, allgather);
     GW_RELEASE_PREVIOUS(m, allgatherv);

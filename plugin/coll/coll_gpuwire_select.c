@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "coll_gpuwire_dispatch.h"
-#include "coll_gpuwire_nvlink.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/proc/proc.h"
 #include "opal/mca/base/mca_base_var.h"
@@ -205,7 +204,7 @@ int gw_coll_select(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
     if (!m->sel_key_ready) compute_key(m, a->comm);
     gw_sel_key_t k = m->sel_key;
     k.nvlink = mca_coll_gpuwire.nvlink && 1 == k.nodes && k.ranks >= 2 &&
-               k.ranks <= GW_NVL_MAX_TEAM && GW_NVL_UNUSABLE != m->nvl_state;
+               k.ranks <= GW_CE_NVL_MAX_TEAM && GW_CE_NVL_UNUSABLE != m->nvl.state;
     int row;
     const gw_sel_algo_t algo = gw_sel_lookup(&table, c, &k, bytes, &row);
     COLL_GPUWIRE_VERBOSE(20, "%s of %llu bytes, topology ranks %d nodes %d ppn %d gpn %d rpg %d "

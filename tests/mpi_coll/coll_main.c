@@ -185,8 +185,8 @@ int main(int argc, char **argv)
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));
     case_team_outcome_seen_late(fresh);
     MT_CHECK_MPI(MPI_Comm_free(&fresh));
-    /* Only non-blocking calls on a fresh communicator: after a few (16 in
-     * coll_gpuwire_nvlink.c) they go by the team's outcome, so the counter
+    /* Only non-blocking calls on a fresh communicator: after a few (16,
+     * GW_CE_NVL_ADOPT_AFTER) they go by the team's outcome, so the counter
      * of GW_TEST_EXPECT_COLL_PVAR_NB must count there even where the team
      * is unusable (the calls given to the team stage). */
     MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &fresh));

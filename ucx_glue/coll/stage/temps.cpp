@@ -77,3 +77,21 @@ extern "C" void gw_ce_temps_release(gw_ce_temps_t *t)
     gw_coll_scratch_put(&t->buf);
     std::memset(t->tmp, 0, sizeof(t->tmp));
 }
+
+extern "C" int gw_ce_wait_user_regions(const gw_ce_region_t r[GW_CE_REGION_COUNT],
+                                       bool device_sync, char *why, size_t why_len)
+{
+    int synced[GW_CE_REGION_COUNT], nsynced = 0;
+    for (int i = 0; i < GW_CE_REGION_COUNT; ++i) {
+        if (r[i].hi <= r[i].lo || !r[i].on_gpu) continue;
+        /* Without device_sync: only memory a cudaMemcpy may still be
+         * writing (first seen, or not markable SYNC_MEMOPS). */
+        if (!device_sync && !r[i].unordered) continue;
+        bool seen = false;
+        for (int j = 0; j < nsynced; ++j) seen = seen || synced[j] == r[i].gpu;
+        if (seen) continue;
+        if (0 != gw_coll_device_wait_user(r[i].gpu, why, why_len)) return -1;
+        synced[nsynced++] = r[i].gpu;
+    }
+    return 0;
+}

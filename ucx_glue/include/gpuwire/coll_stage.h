@@ -111,6 +111,13 @@ GW_CORE_API int gw_ce_temps_out(const gw_ce_region_t r[GW_CE_REGION_COUNT], int 
 /* Gives the temporaries back (after temps_out, or instead of it). */
 GW_CORE_API void gw_ce_temps_release(gw_ce_temps_t *t);
 
+/* Waits for the legacy default stream of every GPU whose memory a
+ * significant region is: with device_sync every such GPU, else only those
+ * of regions a cudaMemcpy may still be writing (unordered). 0, or -1 with
+ * why. */
+GW_CORE_API int gw_ce_wait_user_regions(const gw_ce_region_t r[GW_CE_REGION_COUNT],
+                                        bool device_sync, char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif
