@@ -22,33 +22,40 @@
 #include <stddef.h>
 
 #include "coll_gpuwire.h"
+#include "gpuwire/coll_regions.h"
 #include "gpuwire/coll_sched.h"
 #include "gpuwire/gpu_device.h"
 
+/* The engine's collectives (gpuwire/coll_regions.h). */
 typedef enum {
-    GW_COLL_ALLGATHER,
-    GW_COLL_ALLGATHERV,
-    GW_COLL_ALLREDUCE,
-    GW_COLL_ALLTOALL,
-    GW_COLL_ALLTOALLV,
-    GW_COLL_ALLTOALLW,
-    GW_COLL_BCAST,
-    GW_COLL_EXSCAN,
-    GW_COLL_GATHER,
-    GW_COLL_GATHERV,
-    GW_COLL_REDUCE,
-    GW_COLL_REDUCE_SCATTER,
-    GW_COLL_REDUCE_SCATTER_BLOCK,
-    GW_COLL_SCAN,
-    GW_COLL_SCATTER,
-    GW_COLL_SCATTERV,
-    GW_COLL_BARRIER, /* Ibarrier only: no buffer, never dispatched (gw_coll_nb_passthrough) */
-    GW_COLL_REDUCE_LOCAL, /* MPI_Reduce_local, blocking only: rbuf = sbuf op rbuf on this
-                           * process (MPI_COMM_SELF's module; comm is MPI_COMM_SELF) */
-    GW_COLL_COUNT
+    GW_COLL_ALLGATHER = GW_CE_COLL_ALLGATHER,
+    GW_COLL_ALLGATHERV = GW_CE_COLL_ALLGATHERV,
+    GW_COLL_ALLREDUCE = GW_CE_COLL_ALLREDUCE,
+    GW_COLL_ALLTOALL = GW_CE_COLL_ALLTOALL,
+    GW_COLL_ALLTOALLV = GW_CE_COLL_ALLTOALLV,
+    GW_COLL_ALLTOALLW = GW_CE_COLL_ALLTOALLW,
+    GW_COLL_BCAST = GW_CE_COLL_BCAST,
+    GW_COLL_EXSCAN = GW_CE_COLL_EXSCAN,
+    GW_COLL_GATHER = GW_CE_COLL_GATHER,
+    GW_COLL_GATHERV = GW_CE_COLL_GATHERV,
+    GW_COLL_REDUCE = GW_CE_COLL_REDUCE,
+    GW_COLL_REDUCE_SCATTER = GW_CE_COLL_REDUCE_SCATTER,
+    GW_COLL_REDUCE_SCATTER_BLOCK = GW_CE_COLL_REDUCE_SCATTER_BLOCK,
+    GW_COLL_SCAN = GW_CE_COLL_SCAN,
+    GW_COLL_SCATTER = GW_CE_COLL_SCATTER,
+    GW_COLL_SCATTERV = GW_CE_COLL_SCATTERV,
+    /* Ibarrier only: no buffer, never dispatched (gw_coll_nb_passthrough) */
+    GW_COLL_BARRIER = GW_CE_COLL_BARRIER,
+    /* MPI_Reduce_local, blocking only: rbuf = sbuf op rbuf on this process
+     * (MPI_COMM_SELF's module; comm is MPI_COMM_SELF) */
+    GW_COLL_REDUCE_LOCAL = GW_CE_COLL_REDUCE_LOCAL,
+    GW_COLL_COUNT = GW_CE_COLL_COUNT
 } gw_coll_id_t;
 
-const char *gw_coll_name(gw_coll_id_t id);
+static inline const char *gw_coll_name(gw_coll_id_t id)
+{
+    return gw_ce_coll_name((gw_ce_coll_t)id);
+}
 
 /* The arguments of any provided collective, as the application passed them.
  * Fields a collective does not have stay zero. Bcast's buffer is rbuf; the
@@ -93,15 +100,19 @@ enum {
 };
 
 /* Fills r[GW_REGION_SEND] and r[GW_REGION_RECV] from MPI's rules for a->id
- * (which arguments are significant on this rank, MPI_IN_PLACE). */
+ * (which arguments are significant on this rank, MPI_IN_PLACE): the engine's
+ * gw_ce_regions over the call's datatypes (coll_gpuwire_regions.c). */
 void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT]);
 
 static inline size_t gw_region_bytes(const gw_coll_region_t *r) { return gw_ce_region_bytes(r); }
 
 /* The GPU whose stream and scratch a call on this rank uses: the receive
  * region's when it is device memory, else the send region's; -1 when
- * neither is (coll_gpuwire_regions.c). */
-int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT]);
+ * neither is. */
+static inline int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT])
+{
+    return gw_ce_regions_gpu(r);
+}
 
 typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
 
