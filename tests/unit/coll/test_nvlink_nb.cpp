@@ -31,15 +31,20 @@ TEST_CASE("non-blocking calls launch in order, once every rank has initiated", "
         fill(a[r]->p<int>(), count, r);
         fill(b[r]->p<int>(), count, r + 10);
     }
-    /* Ranks 0 and 1 initiate both calls (in place allreduce, then bcast from
-     * rank 2), starting the set-up; rank 2 has not initiated yet. */
-    for (int r = 0; r < 2; ++r) {
+    /* Rank r initiates both calls: an in-place allreduce, then a bcast
+     * from rank 2. */
+    auto initiate = [&](int r) {
         Call x = allreduce(a[r]->p<int>(), a[r]->p<int>(), count, true);
         x.c.in_place = true;
         x.r[GW_CE_REGION_SEND] = gw_ce_region_t{};
         Call y = bcast(b[r]->p<int>(), count, 2, true);
         REQUIRE(GW_CE_OK == gw_ce_nvl_start(&w.ranks[r].nvl, &x.c, x.r, nullptr));
         REQUIRE(GW_CE_OK == gw_ce_nvl_start(&w.ranks[r].nvl, &y.c, y.r, nullptr));
+    };
+    /* Ranks 0 and 1 initiate them, starting the set-up; rank 2 has not
+     * initiated yet. */
+    for (int r = 0; r < 2; ++r) {
+        initiate(r);
         CHECK(GW_CE_NVL_SETTING_UP == w.ranks[r].nvl.seen);
         /* Initiated during the set-up: they keep their places among the
          * staged calls. */
@@ -56,14 +61,7 @@ TEST_CASE("non-blocking calls launch in order, once every rank has initiated", "
     }
     /* The set-up waits for rank 2; nothing launched. */
     for (int r = 0; r < 2; ++r) CHECK(0u == w.ranks[r].nvl.nb_launched);
-    for (int r = 2; r < 3; ++r) {
-        Call x = allreduce(a[r]->p<int>(), a[r]->p<int>(), count, true);
-        x.c.in_place = true;
-        x.r[GW_CE_REGION_SEND] = gw_ce_region_t{};
-        Call y = bcast(b[r]->p<int>(), count, 2, true);
-        REQUIRE(GW_CE_OK == gw_ce_nvl_start(&w.ranks[r].nvl, &x.c, x.r, nullptr));
-        REQUIRE(GW_CE_OK == gw_ce_nvl_start(&w.ranks[r].nvl, &y.c, y.r, nullptr));
-    }
+    initiate(2);
     /* Only the second call polled: the set-up ends, but it may not launch
      * before the first. */
     for (int i = 0; i < 200; ++i) {
