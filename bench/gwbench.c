@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_stats.h"
+
 #ifdef GPUWIRE_BENCH_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -143,18 +145,6 @@ static void check(const void *buf, size_t n, uint32_t seed, const char *what)
 }
 
 /* ---- timing helpers -------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Iterations for a size unless -i was given: fewer as messages grow. */
 static int iters_for(size_t n, int small, int large)
