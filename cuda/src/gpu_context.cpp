@@ -67,12 +67,16 @@ GpuContext::GpuContext(const GpuContextConfig& config, DriverApi& api)
                                         std::max<size_t>(1, config.staging_max_bytes /
                                                                 (2 * config.staging_chunk_bytes)),
                                         0}),
-      cache_(api_, PinnedCacheConfig{config.pinned_cache_bytes, size_t{64} << 10}) {}
+      cache_(api_, PinnedCacheConfig{config.pinned_cache_bytes, size_t{64} << 10}),
+      registry_(api_) {
+  registry_hooked_ = watch_unmaps(&registry_);
+}
 
 GpuContext::~GpuContext() {
   // After the unset no handler runs any more; then the classifier may go
   // (members are destroyed after this body).
   if (unmap_hooked_) unwatch_unmaps(&classifier_);
+  if (registry_hooked_) unwatch_unmaps(&registry_);
 }
 
 GpuContext* GpuContext::acquire(const GpuContextConfig& config, std::string& why) {

@@ -138,6 +138,8 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.shared_piece_bytes = mca_pml_gpuwire_params.shared_piece_bytes;
     p.shared_push = mca_pml_gpuwire_params.shared_push ? 1 : 0;
     p.push_pageable_min = mca_pml_gpuwire_params.push_pageable_min;
+    p.host_register_bytes = mca_pml_gpuwire_params.host_register_bytes;
+    p.host_register_min = mca_pml_gpuwire_params.host_register_min;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));

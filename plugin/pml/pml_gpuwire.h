@@ -69,6 +69,8 @@ typedef struct {
     size_t shared_piece_bytes;  /* largest piece of a message through the slots; 0: a slot */
     bool shared_push;           /* host into a peer's GPU memory: this side copies */
     size_t push_pageable_min;   /* ... from pageable memory from this size; 0: never */
+    size_t host_register_bytes; /* pageable host buffers pinned for reuse; 0: none */
+    size_t host_register_min;   /* ... each of at least this size */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;

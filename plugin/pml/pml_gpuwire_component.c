@@ -126,6 +126,13 @@ static const gw_param_t params[] = {
           "With pml_gpuwire_shared_push: smallest pageable host message copied that way "
           "(pinned ones always are); 0: pinned ones only",
           NULL),
+    PSIZE(host_register_bytes, (int64_t)1 << 30, 0, (int64_t)1 << 50, 5,
+          "Pageable host buffers that messages to or from GPU memory of this node use again "
+          "are pinned for a DMA straight to or from them, at most this many bytes (least "
+          "recently used out first); 0: none",
+          "0 switches the pinning of host buffers off"),
+    PSIZE(host_register_min, 1 << 20, 4096, GW_PARAM_MAX_MESSAGE, 5,
+          "Smallest host buffer pinned that way (pml_gpuwire_host_register_bytes)", NULL),
 };
 #undef GW_PARAMS_STORE
 #undef PINT

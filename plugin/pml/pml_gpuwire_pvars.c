@@ -72,6 +72,17 @@ static const struct {
           "Host messages through the shared staging path that the sender copied into its "
           "receiver's GPU memory itself (pml_gpuwire_shared_push)",
           shared_push_sends),
+    COUNTER("host_registered",
+          "Pageable host buffers of messages to or from GPU memory pinned for reuse "
+          "(pml_gpuwire_host_register_bytes)",
+          host_registered),
+    COUNTER("host_register_hits", "Messages whose pageable host buffer was pinned already",
+          host_register_hits),
+    COUNTER("host_register_unmapped",
+          "Pinned host buffers unregistered because the process unmapped them",
+          host_register_unmapped),
+    LEVEL("host_registered_bytes", "Bytes of pageable host buffers pinned now",
+          host_registered_bytes),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

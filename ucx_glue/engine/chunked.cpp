@@ -173,6 +173,13 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         // Likewise a device sender that chose them for a receive into GPU
         // memory (IPC would have done better).
         if (!(h.flags & kChunkedFromHost) && x->device >= 0) peers_[x->peer].hinted_host = false;
+        // And one into pageable host memory it uses again, now pinned here:
+        // CUDA IPC reaches it with one DMA from the next message on.
+        if (!(h.flags & kChunkedFromHost) && x->device < 0 && !x->discard && dev_ &&
+            (op->host_pinned || dev_->pin_host(x->buf, x->len, 0))) {
+            x->into_pinned = true;
+            peers_[x->peer].hinted_host = false;
+        }
         if ((h.flags & kChunkedPushable) && x->device >= 0 && !x->discard) offer_push(*x);
         send_go(*x, h.xfer_id);
     }

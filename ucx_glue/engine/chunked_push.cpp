@@ -18,7 +18,8 @@ void Engine::send_go(Xfer &x, uint64_t xfer_id)
     ucs_status_ptr_t r = nullptr;
     if (ep) {
         x.go_msg.go.xfer_id = xfer_id;
-        x.go_msg.go.flags = (x.device >= 0 ? kGoIntoDevice : 0) | (x.push_offered ? kGoPush : 0);
+        x.go_msg.go.flags = (x.device >= 0 ? kGoIntoDevice : 0) | (x.push_offered ? kGoPush : 0) |
+                            (x.into_pinned ? kGoIntoPinned : 0);
         x.go_msg.go.reserved = 0;
         ucp_request_param_t rp = send_param(&Engine::on_go_sent, &x);
         r = ucp_tag_send_nbx(ep, &x.go_msg, x.push_offered ? sizeof(GoPush) : sizeof(GoMessage),
@@ -92,7 +93,7 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
             x->engine->peers_[x->peer].into_device = false;
         // A device message whose receiver takes it into GPU memory: CUDA IPC
         // again for the next ones.
-        if (x->device >= 0 && (x->go_msg.go.flags & kGoIntoDevice))
+        if (x->device >= 0 && (x->go_msg.go.flags & (kGoIntoDevice | kGoIntoPinned)))
             x->engine->peers_[x->peer].into_host = false;
         return;
     }

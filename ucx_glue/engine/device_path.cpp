@@ -30,6 +30,7 @@ std::unique_ptr<DevicePath> DevicePath::create(const DeviceConfig &config, std::
     cc.pinned_cache_bytes = config.bounce_max_bytes;
     cuda::GpuContext *ctx = cuda::GpuContext::acquire(cc, why);
     if (!ctx) return nullptr;
+    ctx->configure_host_registry(config.host_register_bytes, config.host_register_min);
     return std::unique_ptr<DevicePath>(new DevicePath(ctx, config.order_after_user));
 }
 

@@ -46,6 +46,10 @@ struct DeviceConfig {
     // streams are not (stream.hpp says why): queued copies run on that stream,
     // the others wait for it first.
     bool order_after_user = true;
+    // The application's host buffers pinned for reuse (HostRegistry): at
+    // most this many bytes, ranges of at least host_register_min; 0: none.
+    size_t host_register_bytes = 0;
+    size_t host_register_min = size_t{1} << 20;
 };
 
 class DevicePath {
@@ -68,6 +72,16 @@ public:
         return ctx_->classifier().known_host(buf, len);
     }
     void forget_range(const void *addr, size_t len) { ctx_->classifier().invalidate(addr, len); }
+    // Pageable host memory a message uses again, pinned for a DMA straight
+    // to or from it (HostRegistry::pin): true when [buf, buf + len) is pinned.
+    bool pin_host(const void *buf, size_t len, int device)
+    {
+        return ctx_->host_registry().pin(buf, len, device);
+    }
+    cuda::HostRegistryCounters host_registry_counters() const
+    {
+        return ctx_->host_registry().counters();
+    }
 
     cuda::Status export_range(const cuda::MemoryInfo &mi, const void *buf, size_t len,
                               cuda::IpcBlob *blob)

@@ -149,6 +149,8 @@ gw_status_t Engine::init(std::string &why)
         dc.bounce_max_bytes = params_.pinned_bounce_bytes;
         dc.staging_max_bytes = params_.staging_bytes;
         dc.order_after_user = params_.device_sync != 0;
+        dc.host_register_bytes = params_.host_register_bytes;
+        dc.host_register_min = params_.host_register_min;
         dev_ = DevicePath::create(dc, device_why_);
     } else {
         device_why_ = "device support switched off";
@@ -484,6 +486,11 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->ipc_map_hits = m.hits;
         out->ipc_map_misses = m.misses;
         out->ipc_map_evictions = m.evictions;
+        cuda::HostRegistryCounters r = dev_->host_registry_counters();
+        out->host_registered = r.pinned;
+        out->host_register_hits = r.hits;
+        out->host_register_unmapped = r.unmapped;
+        out->host_registered_bytes = r.bytes;
     }
 }
 

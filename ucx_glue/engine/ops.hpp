@@ -179,6 +179,7 @@ struct Xfer {
     // sender copies each chunk into the receiver's buffer, mapped here.
     bool pushable = false;     // sending: offered in the header
     bool push_offered = false; // receiving: the go-ahead described the buffer
+    bool into_pinned = false;  // receiving: into pinned host memory (kGoIntoPinned)
     int push_state = 0;        // sending: 0 no, 1 described, 2 mapped, -1 through the slots
     int push_device = -1;      // sending: the GPU of the mapping
     cuda::IpcMapping push_map;

@@ -107,11 +107,11 @@ gw_status_t Engine::isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx
     case SendPath::host_shared:
         ++stats_.shared_host_sends;
         // Pinned memory takes a DMA straight into the receiver's buffer (a
-        // CPU copy into a slot runs at a fifth of its speed); a large
+        // CPU copy into a slot runs at a fifth of its speed), and so does a
+        // pageable buffer used again (pinned by the host registry); a large
         // pageable one a cudaMemcpy (which stages it itself) where asked.
         return start_chunked(guard, a, -1, false, true, false,
-                             push_host_message(mi.kind == cuda::MemoryKind::pinned_host, len,
-                                               path_.push));
+                             push_host_message(host_pinned(mi, buf, len, 0), len, path_.push));
     case SendPath::ipc: return start_ipc(guard, a, mi);
     case SendPath::ucx_device: return start_ucx_device(guard, a);
     case SendPath::staged_shared:
@@ -371,6 +371,14 @@ int Engine::device_of(const void *buf, size_t len, bool *pinned)
     if (mi.flags & cuda::kUnordered) [[unlikely]]
         order_unordered(device); // a receive buffer a cudaMemcpy may still be writing
     return device;
+}
+
+// Pinned host memory, or pageable host memory the host registry pinned for
+// reuse (on its second use, from pml_gpuwire_host_register_min bytes).
+bool Engine::host_pinned(const cuda::MemoryInfo &mi, const void *buf, size_t len, int device)
+{
+    if (mi.kind == cuda::MemoryKind::pinned_host) return true;
+    return mi.kind == cuda::MemoryKind::host && dev_ && dev_->pin_host(buf, len, device);
 }
 
 // The receive buffer's GPU (op->device), or whether host memory is pinned.

@@ -239,6 +239,10 @@ constexpr uint32_t kGoIntoDevice = 1;
 // the sender copies each chunk into it and sends a chunk message whose slot
 // is kPushedSlot once its copy is done.
 constexpr uint32_t kGoPush = 2;
+// The receive buffer is host memory a DMA reaches (pinned): a device sender
+// goes back to CUDA IPC for its next messages (the receiver copies out of
+// the mapping with one DMA), as for kGoIntoDevice.
+constexpr uint32_t kGoIntoPinned = 4;
 static_assert(sizeof(GoMessage) == 16);
 struct GoPush {
     GoMessage go;

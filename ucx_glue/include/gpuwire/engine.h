@@ -216,6 +216,13 @@ typedef struct {
      * default: never). */
     int shared_push;
     size_t push_pageable_min;
+    /* Pageable host buffers used again by messages between host and GPU
+     * memory are pinned (cudaHostRegister), at most host_register_bytes of
+     * them (0: none; least recently used out first), each of at least
+     * host_register_min bytes, on a buffer's second use; unregistered when
+     * the process unmaps them. */
+    size_t host_register_bytes;
+    size_t host_register_min;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
@@ -383,6 +390,14 @@ typedef struct {
     /* of shared_host_sends, those this process copied into the receiver's
      * GPU memory itself (pml_gpuwire_shared_push) */
     uint64_t shared_push_sends;
+    /* pageable host buffers of messages to or from GPU memory pinned for
+     * reuse (pml_gpuwire_host_register_bytes): registered, messages that
+     * found theirs registered, unregistered because the process unmapped
+     * them, and the bytes pinned now (a level) */
+    uint64_t host_registered;
+    uint64_t host_register_hits;
+    uint64_t host_register_unmapped;
+    uint64_t host_registered_bytes;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "gpuwire/cuda/driver.hpp"
+#include "gpuwire/cuda/host_registry.hpp"
 #include "gpuwire/cuda/ipc_exporter.hpp"
 #include "gpuwire/cuda/ipc_mapping_cache.hpp"
 #include "gpuwire/cuda/memory_classifier.hpp"
@@ -121,6 +122,12 @@ class GpuContext {
   // Read without the lock: the class sizes never change, the bound only
   // shrinks (after a failed pin), and the gauges are statistics.
   const PinnedCache& pinned_cache() const { return cache_; }
+  // The application's host buffers pinned for reuse (host_registry.hpp):
+  // off until configured, and always off without unmap events.
+  HostRegistry& host_registry() { return registry_; }
+  void configure_host_registry(size_t max_bytes, size_t min_bytes) {
+    registry_.configure(registry_hooked_ ? max_bytes : 0, min_bytes);
+  }
   size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
   size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
 
@@ -146,6 +153,8 @@ class GpuContext {
   PinnedCache cache_;
   std::mutex scratch_mu_;
   ScratchCache scratch_;
+  HostRegistry registry_;  // locks itself; unregisters what it pinned when it goes
+  bool registry_hooked_ = false;
   std::vector<std::array<uint8_t, 16>> uuids_;
 };
 

@@ -1,0 +1,177 @@
+#include "gpuwire/cuda/host_registry.hpp"
+
+#include <ucm/api/ucm.h>
+#include <unistd.h>
+
+#include "gpuwire/cuda/status.hpp"
+
+namespace gpuwire::cuda {
+
+namespace {
+
+uintptr_t page_size() {
+  static const uintptr_t p = [] {
+    const long v = sysconf(_SC_PAGESIZE);
+    return v > 0 ? static_cast<uintptr_t>(v) : uintptr_t{4096};
+  }();
+  return p;
+}
+
+void on_vm_unmapped(ucm_event_type_t, ucm_event_t* event, void* arg) {
+  static_cast<HostRegistry*>(arg)->unmapped(event->vm_unmapped.address, event->vm_unmapped.size);
+}
+
+}  // namespace
+
+bool watch_unmaps(HostRegistry* r) {
+  return ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 1000, on_vm_unmapped, r) == UCS_OK;
+}
+
+void unwatch_unmaps(HostRegistry* r) {
+  ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, on_vm_unmapped, r);
+}
+
+HostRegistry::~HostRegistry() {
+  for (Slot& s : slots_) drop(s, evicted_);
+}
+
+void HostRegistry::configure(size_t max_bytes, size_t min_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_bytes_ = max_bytes;
+  min_bytes_ = min_bytes ? min_bytes : 1;
+  make_room(0);
+}
+
+bool HostRegistry::drop(Slot& s, std::atomic<uint64_t>& why) noexcept {
+  int live = kLive;
+  if (!s.state.compare_exchange_strong(live, kBusy, std::memory_order_acq_rel)) return false;
+  const uintptr_t lo = s.lo.load(std::memory_order_relaxed);
+  const uintptr_t hi = s.hi.load(std::memory_order_relaxed);
+  Status st = api_.host_unregister(reinterpret_cast<void*>(lo));
+  if (!st) detail::log_failure(LogLevel::error, "host registry", st);
+  bytes_.fetch_sub(hi - lo, std::memory_order_relaxed);
+  why.fetch_add(1, std::memory_order_relaxed);
+  s.state.store(kFree, std::memory_order_release);
+  return true;
+}
+
+void HostRegistry::unmapped(const void* addr, size_t len) noexcept {
+  if (len == 0 || bytes_.load(std::memory_order_acquire) == 0) return;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t hi = lo + len < lo ? UINTPTR_MAX : lo + len;
+  for (Slot& s : slots_) {
+    if (s.state.load(std::memory_order_acquire) != kLive) continue;
+    if (s.lo.load(std::memory_order_relaxed) < hi && lo < s.hi.load(std::memory_order_relaxed))
+      drop(s, unmapped_);
+  }
+}
+
+// Least recently used out until `bytes` more fit; false if they never can.
+bool HostRegistry::make_room(size_t bytes) {
+  if (bytes > max_bytes_) {
+    if (max_bytes_ == 0)
+      for (Slot& s : slots_) drop(s, evicted_);
+    return false;
+  }
+  while (bytes_.load(std::memory_order_relaxed) + bytes > max_bytes_) {
+    Slot* oldest = nullptr;
+    for (Slot& s : slots_)
+      if (s.state.load(std::memory_order_acquire) == kLive &&
+          (!oldest || s.last_use < oldest->last_use))
+        oldest = &s;
+    if (!oldest) return false;
+    drop(*oldest, evicted_);
+  }
+  return true;
+}
+
+HostRegistry::Candidate* HostRegistry::seen(uintptr_t ptr, size_t len) {
+  for (Candidate& c : candidates_)
+    if (c.ptr == ptr && c.len != 0) {
+      if (len > c.len) {  // the same buffer, used longer: pinned at its longest
+        c.len = len;
+        c.refused = false;
+      }
+      return &c;
+    }
+  Candidate& c = candidates_[next_candidate_++ % kCandidates];
+  c = Candidate{ptr, len, false};
+  return nullptr;
+}
+
+bool HostRegistry::pin(const void* ptr, size_t len, int device) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  if (len == 0 || p + len < p) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Slot& s : slots_) {
+    if (s.state.load(std::memory_order_acquire) == kLive &&
+        s.lo.load(std::memory_order_relaxed) <= p &&
+        p + len <= s.hi.load(std::memory_order_relaxed)) {
+      s.last_use = ++clock_;
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  if (max_bytes_ == 0 || len < min_bytes_) return false;
+  Candidate* c = seen(p, len);
+  if (!c || c->refused) return false;
+  const uintptr_t page = page_size();
+  const uintptr_t lo = p & ~(page - 1);
+  const uintptr_t hi = (p + c->len + page - 1) & ~(page - 1);
+  // A range the driver holds may not overlap another: what this one covers
+  // goes first (a shorter registration of the same buffer, a neighbour
+  // sharing a page).
+  for (Slot& s : slots_)
+    if (s.state.load(std::memory_order_acquire) == kLive &&
+        s.lo.load(std::memory_order_relaxed) < hi && lo < s.hi.load(std::memory_order_relaxed))
+      drop(s, evicted_);
+  if (!make_room(hi - lo)) return false;
+  Slot* slot = nullptr;
+  for (Slot& s : slots_) {
+    int free = kFree;
+    if (s.state.compare_exchange_strong(free, kBusy, std::memory_order_acq_rel)) {
+      slot = &s;
+      break;
+    }
+  }
+  if (!slot) {  // every slot live: the least recently used one goes
+    Slot* oldest = nullptr;
+    for (Slot& s : slots_)
+      if (s.state.load(std::memory_order_acquire) == kLive &&
+          (!oldest || s.last_use < oldest->last_use))
+        oldest = &s;
+    if (!oldest || !drop(*oldest, evicted_)) return false;
+    int free = kFree;
+    if (!oldest->state.compare_exchange_strong(free, kBusy, std::memory_order_acq_rel))
+      return false;
+    slot = oldest;
+  }
+  Status st = api_.host_register(reinterpret_cast<void*>(lo), hi - lo, device);
+  if (!st) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    c->refused = true;
+    detail::log_failure(LogLevel::debug, "host registry", st);
+    slot->state.store(kFree, std::memory_order_release);
+    return false;
+  }
+  slot->lo.store(lo, std::memory_order_relaxed);
+  slot->hi.store(hi, std::memory_order_relaxed);
+  slot->last_use = ++clock_;
+  bytes_.fetch_add(hi - lo, std::memory_order_relaxed);
+  pinned_.fetch_add(1, std::memory_order_relaxed);
+  slot->state.store(kLive, std::memory_order_release);
+  return p + len <= hi;
+}
+
+HostRegistryCounters HostRegistry::counters() const {
+  HostRegistryCounters c;
+  c.pinned = pinned_.load(std::memory_order_relaxed);
+  c.hits = hits_.load(std::memory_order_relaxed);
+  c.evicted = evicted_.load(std::memory_order_relaxed);
+  c.unmapped = unmapped_.load(std::memory_order_relaxed);
+  c.failed = failed_.load(std::memory_order_relaxed);
+  c.bytes = bytes_.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace gpuwire::cuda

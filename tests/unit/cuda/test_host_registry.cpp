@@ -1,0 +1,149 @@
+// HostRegistry: pageable host buffers pinned on their second use, bounded,
+// and unregistered inside the unmap that ends them (the last case through a
+// real munmap and UCM's event, against the fake driver).
+#include <sys/mman.h>
+
+#include "fake_driver.hpp"
+#include "gpuwire/cuda/host_registry.hpp"
+#include "gw_catch.hpp"
+
+using namespace gw_test;
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr uintptr_t kPage = 4096;
+
+const void* at(uintptr_t a) { return reinterpret_cast<const void*>(a); }
+
+}  // namespace
+
+TEST_CASE("host registry: off until configured, then pins a buffer on its second use",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  HostRegistry r(drv);
+  const uintptr_t base = 0x10000000;
+  const void* p = at(base + 16);  // as malloc returns a large buffer: past a header
+  CHECK_FALSE(r.pin(p, 2 * kMiB, 0));
+  CHECK_FALSE(r.pin(p, 2 * kMiB, 0));
+  CHECK(drv.host_registers == 0);
+
+  r.configure(64 * kMiB, kMiB);
+  CHECK_FALSE(r.pin(p, 2 * kMiB, 0));  // first use: only noted
+  CHECK(drv.host_registers == 0);
+  CHECK(r.pin(p, 2 * kMiB, 0));  // second: pinned, whole pages around it
+  REQUIRE(drv.host_registers == 1);
+  REQUIRE(drv.registered_.count(reinterpret_cast<void*>(base)) == 1);
+  CHECK(drv.registered_[reinterpret_cast<void*>(base)] == 2 * kMiB + kPage);
+  for (int i = 0; i < 10; ++i) REQUIRE(r.pin(p, 2 * kMiB, 0));
+  CHECK(r.pin(at(base + 4096), kMiB, 0));  // inside it: pinned too
+  CHECK(drv.host_registers == 1);
+  HostRegistryCounters c = r.counters();
+  CHECK(c.pinned == 1);
+  CHECK(c.hits == 11);
+  CHECK(c.bytes == 2 * kMiB + kPage);
+
+  // Shorter than the minimum: never pinned, never noted.
+  const void* small = at(0x30000000);
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(r.pin(small, kMiB - 1, 0));
+  CHECK(drv.host_registers == 1);
+
+  r.configure(0, kMiB);  // off: what it pinned goes
+  CHECK(drv.registered_live() == 0);
+  CHECK(r.counters().bytes == 0);
+  CHECK_FALSE(r.pin(p, 2 * kMiB, 0));
+}
+
+TEST_CASE("host registry: a longer use of the same buffer, the bound, a refusal",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  HostRegistry r(drv);
+  r.configure(5 * kMiB, kMiB);
+  const uintptr_t a = 0x10000000, b = 0x20000000;
+  CHECK_FALSE(r.pin(at(a), kMiB, 0));
+  CHECK(r.pin(at(a), kMiB, 0));
+  // The same buffer used longer: pinned again at its new length, at once.
+  CHECK(r.pin(at(a), 2 * kMiB, 0));
+  CHECK(drv.host_registers == 2);
+  CHECK(drv.host_unregisters == 1);
+  REQUIRE(drv.registered_live() == 1);
+  CHECK(drv.registered_[reinterpret_cast<void*>(a)] == 2 * kMiB);
+
+  // A second buffer that does not fit beside it: the least recently used goes.
+  CHECK_FALSE(r.pin(at(b), 4 * kMiB, 0));
+  CHECK(r.pin(at(b), 4 * kMiB, 0));
+  CHECK(drv.registered_live() == 1);
+  CHECK(drv.registered_.count(reinterpret_cast<void*>(b)) == 1);
+  CHECK(r.counters().evicted == 2);
+  CHECK(r.counters().bytes == 4 * kMiB);
+  // Larger than the whole bound: never.
+  const uintptr_t big = 0x40000000;
+  CHECK_FALSE(r.pin(at(big), 6 * kMiB, 0));
+  CHECK_FALSE(r.pin(at(big), 6 * kMiB, 0));
+  CHECK(drv.registered_.count(reinterpret_cast<void*>(b)) == 1);
+
+  // The driver refuses: counted, and that buffer is not asked about again.
+  drv.fail_host_register = true;
+  const uintptr_t c = 0x50000000;
+  CHECK_FALSE(r.pin(at(c), kMiB, 0));
+  CHECK_FALSE(r.pin(at(c), kMiB, 0));
+  const int asked = drv.host_registers;
+  CHECK_FALSE(r.pin(at(c), kMiB, 0));
+  CHECK(drv.host_registers == asked);
+  CHECK(r.counters().failed == 1);
+}
+
+TEST_CASE("host registry: an unmap unregisters what it overlaps, nothing else",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  HostRegistry r(drv);
+  r.configure(64 * kMiB, kMiB);
+  const uintptr_t a = 0x10000000, b = 0x20000000;
+  for (uintptr_t x : {a, b}) {
+    CHECK_FALSE(r.pin(at(x), 2 * kMiB, 0));
+    CHECK(r.pin(at(x), 2 * kMiB, 0));
+  }
+  REQUIRE(drv.registered_live() == 2);
+  r.unmapped(at(a + 2 * kMiB), kMiB);  // just past a: untouched
+  r.unmapped(at(a - kMiB), kMiB);      // just before it
+  CHECK(drv.registered_live() == 2);
+  r.unmapped(at(a + 2 * kMiB - 1), 1);  // its last byte
+  CHECK(drv.registered_live() == 1);
+  CHECK(drv.registered_.count(reinterpret_cast<void*>(b)) == 1);
+  CHECK(r.counters().unmapped == 1);
+  CHECK(r.counters().bytes == 2 * kMiB);
+  // Mapped again at the same address and used: pinned afresh, not served
+  // by the old registration.
+  CHECK(r.pin(at(a), 2 * kMiB, 0));
+  CHECK(drv.registered_live() == 2);
+  CHECK(drv.host_registers == 3);
+}
+
+TEST_CASE("host registry: a real munmap reaches it through UCM's event",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  {
+    HostRegistry r(drv);
+    REQUIRE(watch_unmaps(&r));
+    r.configure(64 * kMiB, kMiB);
+    const size_t len = 4 * kMiB;
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    CHECK_FALSE(r.pin(m, len, 0));
+    CHECK(r.pin(m, len, 0));
+    CHECK(drv.registered_live() == 1);
+    REQUIRE(munmap(m, len) == 0);
+    CHECK(drv.registered_live() == 0);
+    CHECK(r.counters().unmapped == 1);
+    // Still pinned when the registry goes: unregistered then.
+    void* n = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(n != MAP_FAILED);
+    CHECK(r.pin(n, len, 0) == (n == m));  // at m's address: pinned on its first use
+    CHECK(r.pin(n, len, 0));
+    CHECK(drv.registered_live() == 1);
+    unwatch_unmaps(&r);
+    REQUIRE(munmap(n, len) == 0);
+    CHECK(drv.registered_live() == 1);  // no longer watched
+  }
+  CHECK(drv.registered_live() == 0);
+}
