@@ -3,19 +3,14 @@
 #include <ucm/api/ucm.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "gpuwire/cuda/status.hpp"
 
 namespace gpuwire::cuda {
 
 namespace {
-
-uintptr_t page_size() {
-  static const uintptr_t p = [] {
-    const long v = sysconf(_SC_PAGESIZE);
-    return v > 0 ? static_cast<uintptr_t>(v) : uintptr_t{4096};
-  }();
-  return p;
-}
 
 void on_vm_unmapped(ucm_event_type_t, ucm_event_t* event, void* arg) {
   static_cast<HostRegistry*>(arg)->unmapped(event->vm_unmapped.address, event->vm_unmapped.size);
@@ -115,12 +110,14 @@ bool HostRegistry::pin(const void* ptr, size_t len, int device) {
   if (max_bytes_ == 0 || len < min_bytes_) return false;
   Candidate* c = seen(p, len);
   if (!c || c->refused) return false;
-  const uintptr_t page = page_size();
-  const uintptr_t lo = p & ~(page - 1);
-  const uintptr_t hi = (p + c->len + page - 1) & ~(page - 1);
+  uintptr_t lo = 0, hi = 0;
+  if (!own_mapping(p, len, &lo, &hi) || hi - lo > max_bytes_) {
+    c->refused = true;  // asked again only if the buffer is used longer
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   // A range the driver holds may not overlap another: what this one covers
-  // goes first (a shorter registration of the same buffer, a neighbour
-  // sharing a page).
+  // goes first (a mapping that grew since).
   for (Slot& s : slots_)
     if (s.state.load(std::memory_order_acquire) == kLive &&
         s.lo.load(std::memory_order_relaxed) < hi && lo < s.hi.load(std::memory_order_relaxed))
@@ -161,6 +158,62 @@ bool HostRegistry::pin(const void* ptr, size_t len, int device) {
   pinned_.fetch_add(1, std::memory_order_relaxed);
   slot->state.store(kLive, std::memory_order_release);
   return p + len <= hi;
+}
+
+namespace {
+
+// One line of /proc/self/maps: "lo-hi perms offset dev inode [path]".
+struct Vma {
+  uintptr_t lo = 0, hi = 0;
+  char perms[5] = {};
+  unsigned long inode = 0;
+  bool named = false;
+};
+
+bool parse_vma(const char* line, Vma* v) {
+  int path_at = 0;
+  unsigned long long lo = 0, hi = 0, off = 0;
+  char dev[16] = {};
+  if (std::sscanf(line, "%llx-%llx %4s %llx %15s %lu %n", &lo, &hi, v->perms, &off, dev, &v->inode,
+                  &path_at) < 6)
+    return false;
+  v->lo = static_cast<uintptr_t>(lo);
+  v->hi = static_cast<uintptr_t>(hi);
+  v->named = path_at > 0 && line[path_at] != '\0' && line[path_at] != '\n';
+  return true;
+}
+
+}  // namespace
+
+bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t* hi) const {
+  FILE* f = std::fopen("/proc/self/maps", "re");
+  if (!f) return false;
+  char line[512];
+  Vma v, next;
+  bool found = false, ok = false;
+  while (std::fgets(line, sizeof(line), f)) {
+    if (!found) {
+      if (!parse_vma(line, &v) || p < v.lo || p >= v.hi) continue;
+      found = true;
+      // Private, anonymous, writable, and holding the whole buffer.
+      ok = v.perms[0] == 'r' && v.perms[1] == 'w' && v.perms[3] == 'p' && v.inode == 0 &&
+           !v.named && p + len <= v.hi;
+      continue;
+    }
+    // A thread arena's heap grows into the inaccessible rest of its
+    // reservation right after it: not a mapping of its own.
+    if (parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' && next.perms[1] == '-')
+      ok = false;
+    break;
+  }
+  std::fclose(f);
+  if (!ok) return false;
+  // Not a mapping much larger than the buffer (other data pinned with it).
+  const size_t bound = std::max<size_t>(size_t{64} << 20, 4 * len);
+  if (v.hi - v.lo > bound) return false;
+  *lo = v.lo;
+  *hi = v.hi;
+  return true;
 }
 
 HostRegistryCounters HostRegistry::counters() const {

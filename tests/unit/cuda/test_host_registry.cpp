@@ -2,6 +2,11 @@
 // and unregistered inside the unmap that ends them (the last case through a
 // real munmap and UCM's event, against the fake driver).
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
 
 #include "fake_driver.hpp"
 #include "gpuwire/cuda/host_registry.hpp"
@@ -16,12 +21,34 @@ constexpr uintptr_t kPage = 4096;
 
 const void* at(uintptr_t a) { return reinterpret_cast<const void*>(a); }
 
+// Addresses the fake driver makes up: every buffer is taken to fill a
+// mapping of its own (whole pages around it), unless listed as shared.
+class FakeMapRegistry : public HostRegistry {
+ public:
+  using HostRegistry::HostRegistry;
+  std::set<uintptr_t> shared;  // buffers inside a heap
+ protected:
+  bool own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t* hi) const override {
+    if (shared.count(p)) return false;
+    *lo = p & ~(kPage - 1);
+    *hi = (p + len + kPage - 1) & ~(kPage - 1);
+    return true;
+  }
+};
+
+// The rules on real mappings of this process.
+class RealMapRegistry : public HostRegistry {
+ public:
+  using HostRegistry::HostRegistry;
+  using HostRegistry::own_mapping;
+};
+
 }  // namespace
 
 TEST_CASE("host registry: off until configured, then pins a buffer on its second use",
           "[cuda][host_registry]") {
   FakeDriver drv;
-  HostRegistry r(drv);
+  FakeMapRegistry r(drv);
   const uintptr_t base = 0x10000000;
   const void* p = at(base + 16);  // as malloc returns a large buffer: past a header
   CHECK_FALSE(r.pin(p, 2 * kMiB, 0));
@@ -57,7 +84,7 @@ TEST_CASE("host registry: off until configured, then pins a buffer on its second
 TEST_CASE("host registry: a longer use of the same buffer, the bound, a refusal",
           "[cuda][host_registry]") {
   FakeDriver drv;
-  HostRegistry r(drv);
+  FakeMapRegistry r(drv);
   r.configure(5 * kMiB, kMiB);
   const uintptr_t a = 0x10000000, b = 0x20000000;
   CHECK_FALSE(r.pin(at(a), kMiB, 0));
@@ -90,13 +117,20 @@ TEST_CASE("host registry: a longer use of the same buffer, the bound, a refusal"
   const int asked = drv.host_registers;
   CHECK_FALSE(r.pin(at(c), kMiB, 0));
   CHECK(drv.host_registers == asked);
-  CHECK(r.counters().failed == 1);
+  CHECK(r.counters().failed == 2);  // the one over the bound, this one
+
+  // Inside a heap (not a mapping of its own): never pinned.
+  const uintptr_t h = 0x60000000;
+  r.shared.insert(h);
+  drv.fail_host_register = false;
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(r.pin(at(h), 2 * kMiB, 0));
+  CHECK(drv.host_registers == asked);
 }
 
 TEST_CASE("host registry: an unmap unregisters what it overlaps, nothing else",
           "[cuda][host_registry]") {
   FakeDriver drv;
-  HostRegistry r(drv);
+  FakeMapRegistry r(drv);
   r.configure(64 * kMiB, kMiB);
   const uintptr_t a = 0x10000000, b = 0x20000000;
   for (uintptr_t x : {a, b}) {
@@ -123,27 +157,77 @@ TEST_CASE("host registry: a real munmap reaches it through UCM's event",
           "[cuda][host_registry]") {
   FakeDriver drv;
   {
-    HostRegistry r(drv);
+    RealMapRegistry r(drv);
     REQUIRE(watch_unmaps(&r));
-    r.configure(64 * kMiB, kMiB);
-    const size_t len = 4 * kMiB;
-    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    r.configure(256 * kMiB, kMiB);
+    // 5 MiB read-write, then 1 MiB read-only: the read-write part is a
+    // mapping of its own (no neighbour above it to merge with).
+    const size_t len = 6 * kMiB, rw = 5 * kMiB;
+    auto* m = static_cast<char*>(
+        mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(m != MAP_FAILED);
-    CHECK_FALSE(r.pin(m, len, 0));
-    CHECK(r.pin(m, len, 0));
-    CHECK(drv.registered_live() == 1);
-    REQUIRE(munmap(m, len) == 0);
+    REQUIRE(mprotect(m + rw, len - rw, PROT_READ) == 0);
+    CHECK_FALSE(r.pin(m + 64, 2 * kMiB, 0));
+    CHECK(r.pin(m + 64, 2 * kMiB, 0));
+    REQUIRE(drv.registered_live() == 1);
+    const auto reg = *drv.registered_.begin();
+    CHECK(reinterpret_cast<char*>(reg.first) <= m);  // the whole mapping
+    CHECK(reinterpret_cast<char*>(reg.first) + reg.second == m + rw);
+    CHECK(r.pin(m + 3 * kMiB, kMiB, 0));  // elsewhere in it: pinned already
+    CHECK(drv.host_registers == 1);
+    REQUIRE(munmap(m + 4 * kMiB, 4096) == 0);  // a page of it goes
     CHECK(drv.registered_live() == 0);
     CHECK(r.counters().unmapped == 1);
+    REQUIRE(munmap(m, len) == 0);
     // Still pinned when the registry goes: unregistered then.
-    void* n = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    auto* n = static_cast<char*>(
+        mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(n != MAP_FAILED);
-    CHECK(r.pin(n, len, 0) == (n == m));  // at m's address: pinned on its first use
-    CHECK(r.pin(n, len, 0));
+    REQUIRE(mprotect(n + rw, len - rw, PROT_READ) == 0);
+    r.pin(n, rw, 0);
+    CHECK(r.pin(n, rw, 0));
     CHECK(drv.registered_live() == 1);
     unwatch_unmaps(&r);
     REQUIRE(munmap(n, len) == 0);
     CHECK(drv.registered_live() == 1);  // no longer watched
   }
   CHECK(drv.registered_live() == 0);
+}
+
+TEST_CASE("host registry: which mappings may be pinned whole", "[cuda][host_registry]") {
+  FakeDriver drv;
+  RealMapRegistry r(drv);
+  uintptr_t lo = 0, hi = 0;
+  // A small buffer of the brk heap.
+  auto* small = static_cast<char*>(std::malloc(4096));
+  REQUIRE(small);
+  small[0] = 1;
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(small), 64, &lo, &hi));
+  std::free(small);
+  // A file's mapping, and read-only memory.
+  FILE* f = std::tmpfile();
+  REQUIRE(f);
+  REQUIRE(ftruncate(fileno(f), 1 << 20) == 0);
+  void* fm = mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(f), 0);
+  REQUIRE(fm != MAP_FAILED);
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(fm), 1 << 20, &lo, &hi));
+  munmap(fm, 1 << 20);
+  std::fclose(f);
+  void* ro = mmap(nullptr, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(ro != MAP_FAILED);
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(ro), 1 << 20, &lo, &hi));
+  munmap(ro, 1 << 20);
+  // A buffer longer than its mapping.
+  const size_t len = 2 * kMiB;
+  auto* m = static_cast<char*>(
+      mmap(nullptr, len + kMiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(m != MAP_FAILED);
+  REQUIRE(mprotect(m + len, kMiB, PROT_NONE) == 0);  // what a thread arena's heap looks like
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(m), len, &lo, &hi));
+  REQUIRE(mprotect(m + len, kMiB, PROT_READ) == 0);
+  CHECK(r.own_mapping(reinterpret_cast<uintptr_t>(m), len, &lo, &hi));
+  CHECK(lo <= reinterpret_cast<uintptr_t>(m));
+  CHECK(hi == reinterpret_cast<uintptr_t>(m) + len);
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(m), len + 1, &lo, &hi));
+  munmap(m, len + kMiB);
 }

@@ -1,9 +1,17 @@
 // HostRegistry: the application's host buffers that messages use again and
 // again, pinned (cudaHostRegister) so that a copy between one of them and GPU
 // memory is one DMA at the copy engine's rate instead of a CPU copy through
-// pinned chunks. Bounded in bytes, least recently used out first; a range is
+// pinned chunks. Bounded in bytes, least recently used out first; a buffer is
 // pinned the second time a message of at least min_bytes uses it, so a buffer
 // used once costs nothing more.
+//
+// What is pinned is the whole mapping that holds the buffer, and only a
+// mapping of its own: private anonymous memory (malloc's large buffers,
+// mmap), never the brk heap, a thread arena's heap, a stack or a file. The
+// driver refuses a copy whose host range is only partly registered: a range
+// inside a heap would make the application's own copies of a later
+// allocation that overlaps it fail, whereas a mapping's bytes can only be
+// reused through an unmap, which unregisters it.
 //
 // Unmaps: every unmap of the process (UCM's VM_UNMAPPED event: munmap,
 // mremap, shmdt, brk, madvise; watch_unmaps()) reaches unmapped(), which
@@ -32,7 +40,7 @@ struct HostRegistryCounters {
   uint64_t hits = 0;       // pin() answered by a registered range
   uint64_t evicted = 0;    // unregistered for room or for a longer range
   uint64_t unmapped = 0;   // unregistered because the process unmapped them
-  uint64_t failed = 0;     // registrations the driver refused
+  uint64_t failed = 0;     // buffers not pinned: not a mapping of their own, or the driver refused
   uint64_t bytes = 0;      // registered now
 };
 
@@ -42,7 +50,7 @@ class HostRegistry {
   static constexpr unsigned kCandidates = 8;
 
   explicit HostRegistry(DriverApi& api) : api_(api) {}
-  ~HostRegistry();
+  virtual ~HostRegistry();
   HostRegistry(const HostRegistry&) = delete;
   HostRegistry& operator=(const HostRegistry&) = delete;
 
@@ -59,6 +67,11 @@ class HostRegistry {
   void unmapped(const void* addr, size_t len) noexcept;
 
   HostRegistryCounters counters() const;
+
+ protected:
+  // The mapping [lo, hi) that holds [p, p + len), if it may be pinned whole
+  // (the rules above; from /proc/self/maps). Tests replace it.
+  virtual bool own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t* hi) const;
 
  private:
   enum : int { kFree = 0, kBusy = 1, kLive = 2 };
