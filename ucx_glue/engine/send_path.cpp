@@ -378,7 +378,8 @@ int Engine::device_of(const void *buf, size_t len, bool *pinned)
 bool Engine::host_pinned(const cuda::MemoryInfo &mi, const void *buf, size_t len, int device)
 {
     if (mi.kind == cuda::MemoryKind::pinned_host) return true;
-    return mi.kind == cuda::MemoryKind::host && dev_ && dev_->pin_host(buf, len, device);
+    return mi.kind == cuda::MemoryKind::host && dev_ && len >= params_.host_register_min &&
+           dev_->pin_host(buf, len, device);
 }
 
 // The receive buffer's GPU (op->device), or whether host memory is pinned.
