@@ -61,8 +61,10 @@ static int move_fail(const move_job_t *j, int rc, const char *why)
     return gw_coll_ce_to_ompi(rc);
 }
 
-static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+static bool devmove_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                            gw_coll_note_t *note)
 {
+    (void)note;
     (void)r;
     const unsigned moves = GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
                            GW_COLL_BIT(GW_COLL_ALLGATHERV) | GW_COLL_BIT(GW_COLL_ALLTOALL) |
@@ -205,8 +207,10 @@ static void move_job_release(void *p)
 static const gw_coll_job_ops_t move_job_ops = {move_job_poll, move_job_release, NULL};
 
 static int devmove_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                       gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                       ompi_request_t **request)
 {
+    (void)note;
     move_job_t blocking = {.id = a->id, .me = ompi_comm_rank(a->comm)};
     move_job_t *j = &blocking;
     char why[256];

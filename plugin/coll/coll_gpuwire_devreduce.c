@@ -83,8 +83,10 @@ static int ring_fail(ring_call_t *c, const char *what, int err)
 /* The dispatch asks only when a significant buffer of this rank is device
  * memory. Nothing here may depend on this rank's buffers: other ranks of the
  * call decide from the same arguments (see the comment at the top). */
-static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+static bool devreduce_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                              gw_coll_note_t *note)
 {
+    (void)note;
     (void)r;
     const unsigned reductions = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
                                 GW_COLL_BIT(GW_COLL_REDUCE_SCATTER) |
@@ -250,8 +252,10 @@ static int ring_nb_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
  * ------------------------------------------------------------------------ */
 
 static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                         gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                         gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                         ompi_request_t **request)
 {
+    (void)note;
     if (NULL != request) return ring_nb_start(m, a, r, request);
     ring_call_t c;
     memset(&c, 0, sizeof(c));

@@ -8,8 +8,10 @@
 #include "ompi/mca/coll/base/coll_tags.h"
 
 static int passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                       gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                       gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                       ompi_request_t **request)
 {
+    (void)note;
     if (NULL != request) return gw_coll_nb_passthrough(m, a, request);
     return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
 }
@@ -158,20 +160,22 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         staged_only = GW_SEL_STAGED == chosen.sel;
         a = &chosen;
     }
-    /* The last algorithm of each list accepts every call and never declines. */
+    /* The last algorithm of each list accepts every call and never declines.
+     * What an algorithm's accepts() found out goes to its run(). */
+    gw_coll_note_t note;
     for (size_t i = staged_only ? algorithms[kind].n - 1 : 0; i < algorithms[kind].n; ++i) {
         const gw_coll_algorithm_t *algo = algorithms[kind].list[i];
         if (&gw_coll_nvlink == algo && (GW_SEL_DEVICE == a->sel || GW_SEL_CHAIN == a->sel)) {
             continue;
         }
-        if (NULL != algo->accepts && !algo->accepts(a, r)) continue;
+        if (NULL != algo->accepts && !algo->accepts(a, r, &note)) continue;
         if (GW_MEM_DEVICE == kind) {
             COLL_GPUWIRE_VERBOSE(20, "%s%s on device memory: %s (%zu + %zu bytes)",
                                  a->nonblocking ? "i" : "", gw_coll_name(a->id), algo->name,
                                  gw_region_bytes(&r[GW_REGION_SEND]),
                                  gw_region_bytes(&r[GW_REGION_RECV]));
         }
-        rc = algo->run(m, a, r, request);
+        rc = algo->run(m, a, r, &note, request);
         if (GW_COLL_DECLINED != rc) return rc;
     }
     return OMPI_ERR_NOT_SUPPORTED;

@@ -124,15 +124,26 @@ int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t 
 int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                            ompi_request_t **request);
 
+/* What an algorithm's accepts() found out about a call, for its run() right
+ * after: the dispatch keeps one per call, so that a call is described once
+ * (the NVLink family's description: coll_gpuwire_nvlink.c). */
+typedef union {
+    gw_ce_nvl_call_t nvl;
+} gw_coll_note_t;
+
 typedef struct {
     const char *name;
     /* Whether this algorithm runs the call; NULL: always. Asked on every
      * rank that has device memory in the call: an algorithm whose ranks
      * must all take part (the device reductions) decides only from what is
-     * identical on every rank, never from this rank's regions. */
-    bool (*accepts)(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT]);
+     * identical on every rank, never from this rank's regions. It may leave
+     * what it found in *note for run(). */
+    bool (*accepts)(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                    gw_coll_note_t *note);
+    /* Runs the call; note: where accepts() left what it found for this call
+     * (NULL only where an algorithm without accepts() is run directly). */
     int (*run)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-               gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);
+               gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note, ompi_request_t **request);
 } gw_coll_algorithm_t;
 
 /* What an algorithm's run() returns when it found, in agreement with every

@@ -56,8 +56,10 @@ static bool spans_nodes(struct ompi_communicator_t *comm)
     return false;
 }
 
-static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                         gw_coll_note_t *note)
 {
+    (void)note;
     (void)r;
     const int mode = mca_coll_gpuwire.hierarchical;
     if (GW_HIER_NEVER == mode || OMPI_COMM_IS_INTER(a->comm) ||
@@ -502,8 +504,10 @@ static void hier_wait_turn(mca_coll_gpuwire_module_t *m)
 }
 
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                    gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                    gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                    ompi_request_t **request)
 {
+    (void)note;
     /* The set-up is collective and blocks: a non-blocking call cannot make
      * it, and runs flat until a blocking one has (the same on every rank). */
     if (NULL != request) {
@@ -527,7 +531,7 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
 int gw_coll_hier_prepare(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
-    if (HIER_UNKNOWN != m->hier_state || !hier_accepts(a, NULL)) {
+    if (HIER_UNKNOWN != m->hier_state || !hier_accepts(a, NULL, NULL)) {
         return OMPI_SUCCESS;
     }
     if (NULL == m->previous_allreduce || NULL == m->previous_allgather) {

@@ -42,7 +42,7 @@ int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *c
     }
     COLL_GPUWIRE_VERBOSE(20, "i%s on an inter-communicator, device memory: staged",
                          gw_coll_name(a->id));
-    return gw_coll_staged.run(m, a, r, request);
+    return gw_coll_staged.run(m, a, r, NULL, request);
 }
 
 /* The entry points of intra-communicators, the non-blocking reductions only:

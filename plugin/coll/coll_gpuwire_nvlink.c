@@ -73,12 +73,12 @@ static bool describe(const gw_coll_args_t *a, gw_ce_nvl_call_t *c)
     }
 }
 
-static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                           gw_coll_note_t *note)
 {
     (void)r;
-    gw_ce_nvl_call_t c;
     if (!mca_coll_gpuwire.nvlink || OMPI_COMM_IS_INTER(a->comm)) return false;
-    return describe(a, &c) && gw_ce_nvl_accepts(&c, ompi_comm_size(a->comm));
+    return describe(a, &note->nvl) && gw_ce_nvl_accepts(&note->nvl, ompi_comm_size(a->comm));
 }
 
 /* A non-blocking call's request (gw_ce_nvl_transport_t.nb_job's arg). */
@@ -90,14 +90,15 @@ typedef struct {
 } nvl_req_t;
 
 static int nvlink_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                      gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                      gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                      ompi_request_t **request)
 {
-    gw_ce_nvl_call_t c;
-    if (!describe(a, &c)) return GW_COLL_DECLINED;
-    c.gpu = gw_coll_regions_gpu(r);
-    if (NULL == request) return gw_coll_ce_to_ompi(gw_ce_nvl_run(&m->nvl, &c, r));
+    /* The call as accepts() described it, right before. */
+    gw_ce_nvl_call_t *c = &note->nvl;
+    c->gpu = gw_coll_regions_gpu(r);
+    if (NULL == request) return gw_coll_ce_to_ompi(gw_ce_nvl_run(&m->nvl, c, r));
     nvl_req_t q = {m, a, r, request};
-    return gw_coll_ce_to_ompi(gw_ce_nvl_start(&m->nvl, &c, r, &q));
+    return gw_coll_ce_to_ompi(gw_ce_nvl_start(&m->nvl, c, r, &q));
 }
 
 /* ------------------------------------------------------------------------

@@ -108,8 +108,10 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
  * MPI_Reduce_local: one kernel where both buffers are on one GPU
  * ------------------------------------------------------------------------ */
 
-static bool local_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+static bool local_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                          gw_coll_note_t *note)
 {
+    (void)note;
     const gw_coll_region_t *in = &r[GW_REGION_SEND], *inout = &r[GW_REGION_RECV];
     int op, type;
     return GW_COLL_REDUCE_LOCAL == a->id &&
@@ -119,8 +121,10 @@ static bool local_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_R
 
 /* inoutbuf = inbuf op inoutbuf: the table's ops are commutative. */
 static int local_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                     gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                     gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                     ompi_request_t **request)
 {
+    (void)note;
     (void)m;
     (void)request; /* blocking only */
     const int gpu = r[GW_REGION_RECV].gpu;

@@ -10,10 +10,11 @@
  * answers with a request of ours), and that inner request's completion
  * callback completes the persistent one. A start's inner request is freed
  * by the next start or with the persistent request. Persistent requests
- * that are freed stay allocated for reuse until the component closes (the
- * scheduler's spares): Open MPI's MPI_<op>_init bindings wrap req_free and
- * read the request after it returned (to release the datatypes and op they
- * retained).
+ * come from the component's objects (gw_coll_request_get); those that are
+ * freed are kept for the next persistent request (the scheduler's spares),
+ * not given back to the non-blocking calls: Open MPI's MPI_<op>_init
+ * bindings wrap req_free and read the request after it returned (to release
+ * the datatypes and op they retained).
  */
 #include "coll_gpuwire_staged.h"
 
@@ -95,10 +96,8 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
         r = ((gw_coll_request_t *)gw_ce_req_owner(spare))->mpi;
         opal_obj_run_destructors((opal_object_t *)r);
         opal_obj_run_constructors((opal_object_t *)r);
-    } else {
-        gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
-        if (NULL == obj) return OMPI_ERR_OUT_OF_RESOURCE;
-        r = &obj->super;
+    } else if (NULL == (r = gw_coll_request_get())) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
     }
     gw_coll_request_t *req = gw_coll_request_init(r, m, a);
     OMPI_REQUEST_INIT(r, true); /* inactive, complete */

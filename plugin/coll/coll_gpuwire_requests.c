@@ -23,6 +23,8 @@
 #include "coll_gpuwire_staged.h"
 #include "gpuwire_help.h"
 #include "ompi/errhandler/errcode-internal.h"
+#include "opal/class/opal_free_list.h"
+#include "opal/runtime/opal.h"
 #include "opal/runtime/opal_progress.h"
 
 OBJ_CLASS_INSTANCE(gw_nbc_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
@@ -30,6 +32,10 @@ OBJ_CLASS_INSTANCE(gw_nbc_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
 static size_t state_offset, ce_offset;
 static gw_ce_sched_t *sched;
 static bool progress_registered;
+/* The objects of our requests: taken at initiation, given back when a
+ * request is released, and freed when the component closes, so that a
+ * steady stream of calls allocates nothing. */
+static opal_free_list_t objects;
 
 gw_coll_request_t *gw_coll_request_of(ompi_request_t *r)
 {
@@ -37,6 +43,19 @@ gw_coll_request_t *gw_coll_request_of(ompi_request_t *r)
 }
 
 gw_ce_sched_t *gw_coll_sched(void) { return sched; }
+
+ompi_request_t *gw_coll_request_get(void)
+{
+    opal_free_list_item_t *item = opal_free_list_get(&objects);
+    if (NULL == item) return NULL;
+    /* As new: libmpi's constructors clear what its bindings left in the
+     * object at its last use (retained ops and datatypes, chained callbacks). */
+    opal_obj_run_destructors(&item->super.super);
+    opal_obj_run_constructors(&item->super.super);
+    return (ompi_request_t *)item;
+}
+
+void gw_coll_request_put(ompi_request_t *r) { opal_free_list_return(&objects, &r->super); }
 
 /* Gives back everything a request holds; its copies have finished. */
 static void request_release(gw_coll_request_t *req)
@@ -46,7 +65,7 @@ static void request_release(gw_coll_request_t *req)
     gw_ce_req_fini(req->ce);
     free(req->send_copy);
     OMPI_REQUEST_FINI(r);
-    OBJ_RELEASE(r);
+    gw_coll_request_put(r);
     OBJ_RELEASE(comm);
 }
 
@@ -87,8 +106,8 @@ gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_modu
 
 static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
-    gw_nbc_request_t *obj = OBJ_NEW(gw_nbc_request_t);
-    return NULL == obj ? NULL : gw_coll_request_init(&obj->super, m, a);
+    ompi_request_t *r = gw_coll_request_get();
+    return NULL == r ? NULL : gw_coll_request_init(r, m, a);
 }
 
 /* The scheduler's host collective: the previous module's non-blocking one.
@@ -172,6 +191,14 @@ int mca_coll_gpuwire_requests_init(void)
     state_offset = (ompi_coll_base_nbc_request_t_class.cls_sizeof + align - 1) & ~(align - 1);
     ce_offset = (state_offset + sizeof(gw_coll_request_t) + align - 1) & ~(align - 1);
     gw_nbc_request_t_class.cls_sizeof = ce_offset + gw_ce_req_size();
+    OBJ_CONSTRUCT(&objects, opal_free_list_t);
+    int rc = opal_free_list_init(&objects, gw_nbc_request_t_class.cls_sizeof,
+                                 (size_t)opal_cache_line_size, OBJ_CLASS(gw_nbc_request_t), 0,
+                                 (size_t)opal_cache_line_size, 0, -1, 8, NULL, 0, NULL, NULL, NULL);
+    if (OMPI_SUCCESS != rc) {
+        OBJ_DESTRUCT(&objects);
+        return rc;
+    }
     const gw_ce_sched_ops_t ops = {
         .start = request_start,
         .test = request_test,
@@ -185,7 +212,10 @@ int mca_coll_gpuwire_requests_init(void)
         .staged_bytes = &mca_coll_gpuwire.staged_bytes,
     };
     sched = gw_ce_sched_new(&ops);
-    if (NULL == sched) return OMPI_ERR_OUT_OF_RESOURCE;
+    if (NULL == sched) {
+        OBJ_DESTRUCT(&objects);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
     progress_registered = false;
     return OMPI_SUCCESS;
 }
@@ -194,15 +224,17 @@ void mca_coll_gpuwire_requests_fini(void)
 {
     if (NULL == sched) return;
     if (progress_registered) opal_progress_unregister(requests_progress);
-    if (gw_ce_sched_busy(sched)) gw_help(GW_HELP_COLL_PENDING);
+    const bool busy = gw_ce_sched_busy(sched);
+    if (busy) gw_help(GW_HELP_COLL_PENDING);
     for (gw_ce_req_t *ce; NULL != (ce = gw_ce_sched_spare_take(sched));) {
-        /* The state lives inside its MPI request: OBJ_RELEASE clears the
-         * pointer it is given, which must not be the state's (freed by then). */
-        ompi_request_t *mpi = ((gw_coll_request_t *)gw_ce_req_owner(ce))->mpi;
-        OBJ_RELEASE(mpi);
+        gw_coll_request_put(((gw_coll_request_t *)gw_ce_req_owner(ce))->mpi);
     }
     gw_ce_sched_free(sched);
     sched = NULL;
+    /* The objects go with the list (those the application never freed
+     * too), unless a request has not finished: what it waits for may still
+     * reach its memory, which stays. */
+    if (!busy) OBJ_DESTRUCT(&objects);
 }
 
 /* The progress function is registered with the first request. */

@@ -25,8 +25,10 @@ static int stage_failed(const char *why)
 }
 
 static int staged_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                      gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
+                      gw_coll_region_t r[GW_REGION_COUNT], gw_coll_note_t *note,
+                      ompi_request_t **request)
 {
+    (void)note;
     if (NULL != request) return gw_coll_staged_start(m, a, r, request);
 
     char why[320];

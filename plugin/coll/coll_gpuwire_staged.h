@@ -43,6 +43,11 @@ typedef struct gw_coll_request {
 gw_coll_request_t *gw_coll_request_of(ompi_request_t *r);
 /* The component's scheduler of non-blocking calls. */
 gw_ce_sched_t *gw_coll_sched(void);
+/* An object for a request of ours, as new (NULL: out of memory), from the
+ * component's free list; put gives it back (its request finished with
+ * OMPI_REQUEST_FINI, nothing reads it any more). */
+ompi_request_t *gw_coll_request_get(void);
+void gw_coll_request_put(ompi_request_t *r);
 /* Makes r a request of ours for a call on m; it retains the communicator. */
 gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_module_t *m,
                                         const gw_coll_args_t *a);
