@@ -200,9 +200,13 @@ bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t
            !v.named && p + len <= v.hi;
       continue;
     }
-    // A thread arena's heap grows into the inaccessible rest of its
-    // reservation right after it: not a mapping of its own.
-    if (parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' && next.perms[1] == '-')
+    // A thread arena's heap: malloc reserves 64 MiB aligned to 64 MiB and
+    // grows into the inaccessible rest of the reservation, which follows the
+    // heap up to an aligned end. (A thread stack's guard page may follow a
+    // mapping too; it does not end a 64 MiB reservation.)
+    constexpr uintptr_t kArenaHeap = uintptr_t{64} << 20;
+    if (parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' &&
+        next.perms[1] == '-' && next.hi % kArenaHeap == 0)
       ok = false;
     break;
   }

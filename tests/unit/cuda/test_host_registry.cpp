@@ -217,13 +217,28 @@ TEST_CASE("host registry: which mappings may be pinned whole", "[cuda][host_regi
   REQUIRE(ro != MAP_FAILED);
   CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(ro), 1 << 20, &lo, &hi));
   munmap(ro, 1 << 20);
-  // A buffer longer than its mapping.
+  // A thread arena's heap: 64 MiB reserved at a 64 MiB boundary, the
+  // first part read-write, the rest inaccessible.
+  const size_t arena = 64 * kMiB;
+  auto* res = static_cast<char*>(
+      mmap(nullptr, 2 * arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  REQUIRE(res != MAP_FAILED);
+  char* heap = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(res) + arena - 1) &
+                                       ~(uintptr_t{arena} - 1));
+  // As malloc does: only the aligned reservation is kept.
+  if (heap > res) REQUIRE(munmap(res, heap - res) == 0);
+  REQUIRE(munmap(heap + arena, res + 2 * arena - (heap + arena)) == 0);
+  REQUIRE(mprotect(heap, 4 * kMiB, PROT_READ | PROT_WRITE) == 0);
+  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(heap) + kMiB, 2 * kMiB, &lo, &hi));
+  munmap(heap, arena);
+  // A mapping with a guard page after it (a thread's stack above it).
   const size_t len = 2 * kMiB;
   auto* m = static_cast<char*>(
       mmap(nullptr, len + kMiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   REQUIRE(m != MAP_FAILED);
-  REQUIRE(mprotect(m + len, kMiB, PROT_NONE) == 0);  // what a thread arena's heap looks like
-  CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(m), len, &lo, &hi));
+  REQUIRE(mprotect(m + len, 4096, PROT_NONE) == 0);
+  if ((reinterpret_cast<uintptr_t>(m) + len + 4096) % arena != 0)
+    CHECK(r.own_mapping(reinterpret_cast<uintptr_t>(m), len, &lo, &hi));
   REQUIRE(mprotect(m + len, kMiB, PROT_READ) == 0);
   CHECK(r.own_mapping(reinterpret_cast<uintptr_t>(m), len, &lo, &hi));
   CHECK(lo <= reinterpret_cast<uintptr_t>(m));

@@ -7,7 +7,8 @@
 //
 // What is pinned is the whole mapping that holds the buffer, and only a
 // mapping of its own: private anonymous memory (malloc's large buffers,
-// mmap), never the brk heap, a thread arena's heap, a stack or a file. The
+// mmap), never the brk heap, a thread arena's heap (64 MiB aligned, its
+// inaccessible rest after it), the main stack or a file. The
 // driver refuses a copy whose host range is only partly registered: a range
 // inside a heap would make the application's own copies of a later
 // allocation that overlaps it fail, whereas a mapping's bytes can only be
