@@ -69,15 +69,20 @@ bool HostRegistry::make_room(size_t bytes) {
     return false;
   }
   while (bytes_.load(std::memory_order_relaxed) + bytes > max_bytes_) {
-    Slot* oldest = nullptr;
-    for (Slot& s : slots_)
-      if (s.state.load(std::memory_order_acquire) == kLive &&
-          (!oldest || s.last_use < oldest->last_use))
-        oldest = &s;
+    Slot* oldest = least_recent();
     if (!oldest) return false;
     drop(*oldest, evicted_);
   }
   return true;
+}
+
+HostRegistry::Slot* HostRegistry::least_recent() {
+  Slot* oldest = nullptr;
+  for (Slot& s : slots_)
+    if (s.state.load(std::memory_order_acquire) == kLive &&
+        (!oldest || s.last_use < oldest->last_use))
+      oldest = &s;
+  return oldest;
 }
 
 HostRegistry::Candidate* HostRegistry::seen(uintptr_t ptr, size_t len) {
@@ -132,11 +137,7 @@ bool HostRegistry::pin(const void* ptr, size_t len, int device) {
     }
   }
   if (!slot) {  // every slot live: the least recently used one goes
-    Slot* oldest = nullptr;
-    for (Slot& s : slots_)
-      if (s.state.load(std::memory_order_acquire) == kLive &&
-          (!oldest || s.last_use < oldest->last_use))
-        oldest = &s;
+    Slot* oldest = least_recent();
     if (!oldest || !drop(*oldest, evicted_)) return false;
     int free = kFree;
     if (!oldest->state.compare_exchange_strong(free, kBusy, std::memory_order_acq_rel))

@@ -91,6 +91,7 @@ class HostRegistry {
   // Unregisters a live slot if this caller claims it; false if another did.
   bool drop(Slot& s, std::atomic<uint64_t>& why) noexcept;
   bool make_room(size_t bytes);  // under mu_
+  Slot* least_recent();          // under mu_: the live slot used longest ago
   Candidate* seen(uintptr_t ptr, size_t len);  // under mu_: nullptr on the first sighting
 
   DriverApi& api_;
