@@ -31,7 +31,9 @@ int gw_osc_kernel_type(MPI_Datatype t)
                                 GW_TYPE_INT64};
     static const int uints[] = {GW_TYPE_UINT8, GW_TYPE_UINT16, -1, GW_TYPE_UINT32, -1, -1, -1,
                                 GW_TYPE_UINT64};
-    MPI_Datatype s[] = {MPI_SIGNED_CHAR, MPI_SHORT, MPI_INT, MPI_LONG, MPI_LONG_LONG_INT,
+    /* MPI_CHAR is Open MPI's int8_t in reductions (its host functions and
+     * MPI_Reduce_local): the same kernel gives the same bytes. */
+    MPI_Datatype s[] = {MPI_CHAR, MPI_SIGNED_CHAR, MPI_SHORT, MPI_INT, MPI_LONG, MPI_LONG_LONG_INT,
                         MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_AINT,
                         MPI_OFFSET, MPI_COUNT};
     MPI_Datatype u[] = {MPI_UNSIGNED_CHAR, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG,
