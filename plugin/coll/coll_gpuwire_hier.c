@@ -205,8 +205,7 @@ typedef struct {
     uint64_t ticket;     /* step 3's last copy */
     bool copying;
     bool finished;
-    uint64_t seq;        /* 1 + how many non-blocking calls the module had before */
-    bool passed;         /* hier_nb_passed counts this call */
+    gw_ce_turn_ticket_t turn; /* its place among the module's (hier_turn) */
 } gw_coll_hier_call_t;
 
 static struct ompi_datatype_t *hier_type(const gw_coll_hier_call_t *c, gw_ce_hier_type_t t)
@@ -385,15 +384,13 @@ static int hier_step(gw_coll_hier_call_t *c, ompi_request_t **req)
  * the one before it has completed. Its sub-collectives are started from
  * MPI's progress, on the sub-communicators, and every rank must start them
  * in one order: a call starts its first step only once those initiated
- * before it on the communicator have started their last (hier_nb_passed),
+ * before it on the communicator have started their last (hier_turn),
  * and a blocking call waits for that too (hier_wait_turn).
  * ------------------------------------------------------------------------ */
 
 static void hier_job_pass(gw_coll_hier_call_t *c)
 {
-    if (c->passed) return;
-    c->passed = true;
-    __atomic_fetch_add(&c->m->hier_nb_passed, 1, __ATOMIC_RELEASE);
+    gw_ce_turn_pass(&c->m->hier_turn, &c->turn);
 }
 
 /* Whether a level's NVLink team is being set up (by an earlier step). The
@@ -412,7 +409,7 @@ static int hier_job_poll(void *p, bool query, bool *done)
     gw_coll_hier_call_t *c = p;
     *done = c->finished;
     if (c->finished) return OMPI_SUCCESS;
-    if (0 == gw_ce_hier_next(c->job) && __atomic_load_n(&c->m->hier_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
+    if (0 == gw_ce_hier_next(c->job) && !gw_ce_turn_mine(&c->m->hier_turn, &c->turn)) {
         return OMPI_SUCCESS;
     }
     for (;;) {
@@ -479,7 +476,7 @@ static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         free(c);
         return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
     }
-    c->seq = __atomic_add_fetch(&m->hier_nb_issued, 1, __ATOMIC_ACQ_REL);
+    gw_ce_turn_take(&m->hier_turn, &c->turn);
     /* The first step starts now when nothing initiated before is left to
      * start; otherwise from MPI's progress, in its turn. */
     bool done = false;
@@ -495,10 +492,7 @@ static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
  * have started all theirs (they start from progress). */
 static void hier_wait_turn(mca_coll_gpuwire_module_t *m)
 {
-    while (__atomic_load_n(&m->hier_nb_passed, __ATOMIC_ACQUIRE) !=
-           __atomic_load_n(&m->hier_nb_issued, __ATOMIC_ACQUIRE)) {
-        opal_progress();
-    }
+    while (!gw_ce_turn_idle(&m->hier_turn)) opal_progress();
 }
 
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
