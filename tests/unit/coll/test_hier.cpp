@@ -72,7 +72,7 @@ public:
     {
         for (int r = 0; r < size_; ++r) {
             ctx_[r] = {this, r};
-            t_[r] = {&ctx_[r], start, temp, copy};
+            t_[r] = {&ctx_[r], start, temp, copy, nullptr, nullptr, nullptr, nullptr};
         }
     }
     const gw_ce_hier_transport_t *transport(int r) const { return &t_[r]; }
