@@ -31,7 +31,6 @@
  * have started their last (the engine's driver keeps that order, in the
  * module's turn), and a blocking call waits for that as well.
  */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +56,17 @@ static bool spans_nodes(struct ompi_communicator_t *comm)
     return false;
 }
 
+static gw_ce_hier_coll_t hier_coll(int id)
+{
+    switch (id) {
+    case GW_COLL_ALLREDUCE: return GW_CE_HIER_ALLREDUCE;
+    case GW_COLL_REDUCE: return GW_CE_HIER_REDUCE;
+    case GW_COLL_BCAST: return GW_CE_HIER_BCAST;
+    case GW_COLL_ALLGATHER: return GW_CE_HIER_ALLGATHER;
+    default: return GW_CE_HIER_ALLGATHERV;
+    }
+}
+
 static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
 {
     (void)r;
@@ -65,17 +75,14 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         ompi_comm_size(a->comm) < 3) {
         return false;
     }
-    /* The reductions and Bcast take count and dtype; Allgather rcount and
-     * rdtype (its last step, a Bcast of all the blocks, counts them in one
-     * int). */
-    if (GW_COLL_ALLGATHER == a->id) {
-        if (a->rcount <= 0 || a->rcount > INT_MAX / ompi_comm_size(a->comm)) return false;
-    } else if (GW_COLL_ALLGATHERV == a->id) {
-        /* Something to move (the counts are the same on every rank). */
-        bool any = false;
-        for (int q = 0; q < ompi_comm_size(a->comm) && !any; ++q) any = a->rcounts[q] > 0;
-        if (!any) return false;
-    } else if (a->count <= 0) {
+    /* Something to move, in counts the steps can carry (the reductions and
+     * Bcast take count and dtype; Allgather(v) rcount(s) and rdtype). */
+    const unsigned hier_ids = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
+                              GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
+                              GW_COLL_BIT(GW_COLL_ALLGATHERV);
+    if (0 == (hier_ids & GW_COLL_BIT(a->id)) ||
+        !gw_ce_hier_fits(hier_coll(a->id), ompi_comm_size(a->comm), a->count, a->rcount,
+                         a->rcounts)) {
         return false;
     }
     /* auto: where the level's algorithms run on the GPU (not staged through
@@ -347,17 +354,6 @@ static bool hier_levels_ready(void *ctx)
     const gw_coll_hier_call_t *c = ctx;
     return gw_coll_nvlink_settled(c->m->hier_node) &&
            (NULL == c->m->hier_leaders || gw_coll_nvlink_settled(c->m->hier_leaders));
-}
-
-static gw_ce_hier_coll_t hier_coll(int id)
-{
-    switch (id) {
-    case GW_COLL_ALLREDUCE: return GW_CE_HIER_ALLREDUCE;
-    case GW_COLL_REDUCE: return GW_CE_HIER_REDUCE;
-    case GW_COLL_BCAST: return GW_CE_HIER_BCAST;
-    case GW_COLL_ALLGATHER: return GW_CE_HIER_ALLGATHER;
-    default: return GW_CE_HIER_ALLGATHERV;
-    }
 }
 
 /* OMPI_SUCCESS, GW_COLL_DECLINED (every rank alike) or an error; c is

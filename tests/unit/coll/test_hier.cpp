@@ -561,3 +561,18 @@ TEST_CASE("hier: a layout out of range is refused with a reason", "[coll][hier]"
     CHECK(std::string(why).find("rank 2") != std::string::npos);
     gw_ce_hier_free(job);
 }
+
+TEST_CASE("hier: a call runs composed only with something to move, in int counts", "[coll][hier]")
+{
+    const std::vector<int> none = {0, 0, 0, 0}, one = {0, 0, 3, 0};
+    for (const auto coll : {GW_CE_HIER_ALLREDUCE, GW_CE_HIER_REDUCE, GW_CE_HIER_BCAST}) {
+        CHECK(gw_ce_hier_fits(coll, 4, 1, 0, nullptr));
+        CHECK_FALSE(gw_ce_hier_fits(coll, 4, 0, 9, one.data()));
+    }
+    CHECK(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 0, INT32_MAX / 4, nullptr));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 9, INT32_MAX / 4 + 1, nullptr));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 9, 0, one.data()));
+    CHECK(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 4, 0, 0, one.data()));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 4, 9, 9, none.data()));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 2, 9, 9, one.data())); /* size counts only */
+}

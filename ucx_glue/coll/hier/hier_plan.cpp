@@ -9,6 +9,24 @@
 
 #include "hier_job.hpp"
 
+extern "C" bool gw_ce_hier_fits(gw_ce_hier_coll_t coll, int size, int count, int rcount,
+                                const int *rcounts)
+{
+    if (size < 1) return false;
+    switch (coll) {
+    case GW_CE_HIER_ALLGATHER: return rcount > 0 && rcount <= INT_MAX / size;
+    case GW_CE_HIER_ALLGATHERV:
+        for (int q = 0; nullptr != rcounts && q < size; ++q) {
+            if (rcounts[q] > 0) return true;
+        }
+        return false;
+    case GW_CE_HIER_ALLREDUCE:
+    case GW_CE_HIER_REDUCE:
+    case GW_CE_HIER_BCAST: return count > 0;
+    }
+    return false;
+}
+
 namespace gpuwire::coll {
 
 HierJob::HierJob(const gw_ce_hier_call_t &call, const gw_ce_hier_transport_t &t)

@@ -185,6 +185,15 @@ typedef struct {
 
 typedef struct gw_ce_hier_job gw_ce_hier_job_t;
 
+/* Whether a call of size ranks has something to move and its counts fit
+ * the steps' int counts; every rank decides alike (MPI makes the counts
+ * the same on every rank). Allreduce, Reduce, Bcast: count elements, at
+ * least one. Allgather: rcount per rank, at least one, and all size blocks
+ * in one int count (its last step broadcasts them all). Allgatherv: some
+ * rank's rcounts[q] is not 0 (rcounts: size of them; not read otherwise). */
+GW_CORE_API bool gw_ce_hier_fits(gw_ce_hier_coll_t coll, int size, int count, int rcount,
+                                 const int *rcounts);
+
 /* Plans the call (layouts, temporary): GW_CE_OK, GW_CE_HIER_DECLINED (the
  * same on every rank), or an error. *job is set in every case but an
  * out-of-memory one, and freed with gw_ce_hier_free. t outlives the job.
