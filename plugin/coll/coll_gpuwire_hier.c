@@ -36,6 +36,7 @@
 
 #include "coll_gpuwire.h"
 #include "coll_gpuwire_dispatch.h"
+#include "coll_gpuwire_transport.h"
 #include "gpuwire/coll_hier.h"
 #include "gpuwire/gpu_device.h"
 #include "ompi/communicator/communicator.h"
@@ -323,19 +324,6 @@ static int hier_sub_copied(void *ctx, bool query, bool wait, bool *done)
     return OMPI_SUCCESS;
 }
 
-/* Whether a step's request has completed; then its status, and it is freed. */
-static int hier_sub_test(void *ctx, void **req, bool *done)
-{
-    (void)ctx;
-    ompi_request_t *r = *req;
-    *done = REQUEST_COMPLETE(r);
-    if (!*done) return OMPI_SUCCESS;
-    const int err = r->req_status.MPI_ERROR;
-    ompi_request_free(&r);
-    *req = NULL;
-    return err;
-}
-
 static void hier_sub_wait(void *ctx, void **req)
 {
     (void)ctx;
@@ -368,7 +356,7 @@ static int hier_call_init(gw_coll_hier_call_t *c, mca_coll_gpuwire_module_t *m,
     c->a = *a;
     c->gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
     c->t = (gw_ce_hier_transport_t){.ctx = c, .start = hier_sub_start, .temp = hier_sub_temp,
-                                    .copy = hier_sub_copy, .test = hier_sub_test,
+                                    .copy = hier_sub_copy, .test = gw_coll_request_test,
                                     .wait = hier_sub_wait, .copied = hier_sub_copied,
                                     .ready = hier_levels_ready};
     gw_ce_hier_call_t h = {.coll = hier_coll(a->id), .op = -1, .type = -1, .turn = turn,
