@@ -27,6 +27,7 @@
 
 #include "gpuwire/coll_hier.h"
 #include "gpuwire/cuda/reduce.h"
+#include "hier_layout.hpp"
 
 namespace {
 
@@ -34,21 +35,7 @@ using Bytes = std::vector<char>;
 constexpr char kFill = 0x5A;
 constexpr size_t kEs = sizeof(int32_t); /* every type of these tests: int32, dense */
 
-/* The layout (gpuwire/coll_hier.h) of ranks on nodes labelled node[q]: the
- * nodes numbered in the order of their first rank (their leaders' order in
- * the leaders' communicator, which is split by communicator rank), ranks
- * inside a node in their communicator order. */
-std::vector<int> where_of(const std::vector<int> &node)
-{
-    std::map<int, int> index, members;
-    std::vector<int> where(2 * node.size());
-    for (size_t q = 0; q < node.size(); ++q) {
-        if (!index.count(node[q])) index[node[q]] = static_cast<int>(index.size());
-        where[2 * q] = index[node[q]];
-        where[2 * q + 1] = members[node[q]]++;
-    }
-    return where;
-}
+using hiertest::where_of;
 
 struct Posted {
     int rank;
@@ -94,20 +81,8 @@ public:
     int temps_asked = 0, copies_done = 0;
 
 private:
-    int level_rank(int level, int r) const
-    {
-        return GW_CE_HIER_NODE == level ? where[2 * r + 1] : where[2 * r];
-    }
-    std::vector<int> members(int level, int key) const
-    {
-        std::vector<int> m;
-        for (int q = 0; q < size_; ++q) {
-            if (GW_CE_HIER_NODE == level ? where[2 * q] == key : 0 == where[2 * q + 1]) {
-                m.push_back(q);
-            }
-        }
-        return m;
-    }
+    int level_rank(int level, int r) const { return hiertest::level_rank(where, level, r); }
+    std::vector<int> members(int level, int key) const { return hiertest::members(where, level, key); }
 
     void play_group(int level, int key, std::vector<Posted> &g)
     {

@@ -23,24 +23,11 @@
 #include "gpuwire/coll_hier.h"
 #include "gpuwire/coll_turn.h"
 #include "gpuwire/cuda/reduce.h"
+#include "hier_layout.hpp"
 
 namespace {
 
 using Ints = std::vector<int32_t>;
-
-/* The layout of gpuwire/coll_hier.h for ranks on nodes node[q], nodes
- * numbered by their first rank. */
-std::vector<int> layout(const std::vector<int> &node)
-{
-    std::map<int, int> index, members;
-    std::vector<int> where(2 * node.size());
-    for (size_t q = 0; q < node.size(); ++q) {
-        if (!index.count(node[q])) index[node[q]] = static_cast<int>(index.size());
-        where[2 * q] = index[node[q]];
-        where[2 * q + 1] = members[node[q]]++;
-    }
-    return where;
-}
 
 struct Req {
     int rank;
@@ -65,7 +52,7 @@ struct Ctx {
 class NbSim {
 public:
     explicit NbSim(const std::vector<int> &node)
-        : where(layout(node)), n(static_cast<int>(node.size())), turns(n), held(n, false),
+        : where(hiertest::where_of(node)), n(static_cast<int>(node.size())), turns(n), held(n, false),
           temps_(n), ctx_(n), t_(n)
     {
         for (int r = 0; r < n; ++r) {
@@ -105,18 +92,8 @@ public:
     std::deque<Req> reqs; /* stable addresses: a request is one of them */
 
 private:
-    int level_rank(int level, int r) const
-    {
-        return GW_CE_HIER_NODE == level ? where[2 * r + 1] : where[2 * r];
-    }
-    std::vector<int> members(int level, int key) const
-    {
-        std::vector<int> m;
-        for (int q = 0; q < n; ++q) {
-            if (GW_CE_HIER_NODE == level ? where[2 * q] == key : 0 == where[2 * q + 1]) m.push_back(q);
-        }
-        return m;
-    }
+    int level_rank(int level, int r) const { return hiertest::level_rank(where, level, r); }
+    std::vector<int> members(int level, int key) const { return hiertest::members(where, level, key); }
 
     /* One collective of int32 SUM, checked alike on every rank of it. */
     static void carry_out(std::vector<Started> &g)
@@ -271,6 +248,16 @@ gw_ce_hier_job_t *start_job(NbSim &sim, const gw_ce_hier_call_t &c)
     INFO(why);
     REQUIRE(GW_CE_OK == rc);
     return job;
+}
+
+/* An in-place Allreduce of buf's elements on rank. */
+gw_ce_hier_call_t allreduce_in_place(NbSim &sim, int rank, Ints &buf)
+{
+    auto c = call_of(sim, GW_CE_HIER_ALLREDUCE, rank);
+    c.in_place = true;
+    c.rbuf = buf.data();
+    c.count = static_cast<int>(buf.size());
+    return c;
 }
 
 int32_t value(int r, int k) { return 1000 * r + 3 * k + 1; }
@@ -453,12 +440,8 @@ TEST_CASE("hier poll: errors come back, and a job freed mid-way waits and passes
     SECTION("a request's status")
     {
         NbSim sim({0, 0, 1});
-        std::vector<Ints> buf(3, Ints(2, 7));
-        auto c = call_of(sim, GW_CE_HIER_ALLREDUCE, 0);
-        c.in_place = true;
-        c.rbuf = buf[0].data();
-        c.count = 2;
-        gw_ce_hier_job_t *job = start_job(sim, c);
+        Ints buf(2, 7);
+        gw_ce_hier_job_t *job = start_job(sim, allreduce_in_place(sim, 0, buf));
         bool d = false;
         REQUIRE(GW_CE_OK == gw_ce_hier_poll(job, false, &d));
         REQUIRE(1 == sim.starts);
@@ -474,12 +457,8 @@ TEST_CASE("hier poll: errors come back, and a job freed mid-way waits and passes
     SECTION("a step that fails to start")
     {
         NbSim sim({0, 0, 1});
-        std::vector<Ints> buf(3, Ints(2, 7));
-        auto c = call_of(sim, GW_CE_HIER_ALLREDUCE, 2);
-        c.in_place = true;
-        c.rbuf = buf[2].data();
-        c.count = 2;
-        gw_ce_hier_job_t *job = start_job(sim, c);
+        Ints buf(2, 7);
+        gw_ce_hier_job_t *job = start_job(sim, allreduce_in_place(sim, 2, buf));
         sim.fail_start_at = 0; /* the node's Reduce */
         bool d = false;
         CHECK(GW_CE_ERR == gw_ce_hier_poll(job, false, &d));
@@ -490,17 +469,9 @@ TEST_CASE("hier poll: errors come back, and a job freed mid-way waits and passes
     SECTION("freed with a step in flight")
     {
         NbSim sim({0, 0, 1});
-        std::vector<Ints> buf(3, Ints(2, 7));
-        auto c = call_of(sim, GW_CE_HIER_ALLREDUCE, 1);
-        c.in_place = true;
-        c.rbuf = buf[1].data();
-        c.count = 2;
-        gw_ce_hier_job_t *job = start_job(sim, c);
-        auto next = call_of(sim, GW_CE_HIER_ALLREDUCE, 1);
-        next.in_place = true;
-        next.rbuf = buf[1].data();
-        next.count = 2;
-        gw_ce_hier_job_t *later = start_job(sim, next);
+        Ints buf(2, 7);
+        gw_ce_hier_job_t *job = start_job(sim, allreduce_in_place(sim, 1, buf));
+        gw_ce_hier_job_t *later = start_job(sim, allreduce_in_place(sim, 1, buf));
         bool d = false;
         REQUIRE(GW_CE_OK == gw_ce_hier_poll(job, false, &d));
         REQUIRE(GW_CE_OK == gw_ce_hier_poll(later, false, &d));
