@@ -23,6 +23,7 @@
 #include "gpuwire/coll_nvlink.h"
 #include "gpuwire/coll_sched.h"
 #include "gpuwire/coll_select.h"
+#include "gpuwire/coll_turn.h"
 
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/base/base.h"
@@ -219,7 +220,7 @@ typedef struct {
      * (coll_gpuwire_devreduce.c), and how many of them are through with
      * their messages: they share one tag, so each posts its messages only
      * after the ones initiated before it are through with theirs. */
-    uint64_t ring_nb_issued, ring_nb_passed;
+    gw_ce_turn_t ring_turn;
 
     /* Sub-communicators of the hierarchical collectives (coll_gpuwire_hier.c):
      * this rank's node, and the nodes' first ranks (NULL on the others). */
@@ -233,7 +234,7 @@ typedef struct {
      * initiated before it have started their last, and a blocking one waits
      * until none is left behind, so that every rank starts the
      * sub-communicators' collectives in one order. */
-    uint64_t hier_nb_issued, hier_nb_passed;
+    gw_ce_turn_t hier_turn;
 
     /* The communicator's topology as the selection table keys it
      * (coll_gpuwire_select.c), computed at its first lookup. */

@@ -38,9 +38,9 @@
  * Ireduce, Ireduce_scatter(_block), Iscan, Iexscan) GW_TAG_RING_NB, which no
  * blocking algorithm, Open MPI's included, uses on the communicator. On
  * each rank the non-blocking jobs of a communicator start their ring (post
- * their messages) one after the other in initiation order (ring_nb_issued /
- * ring_nb_passed): every rank's messages of a job then meet the same job's
- * receives, as the blocking ring's do within one call.
+ * their messages) one after the other in initiation order (the module's
+ * ring_turn, gpuwire/coll_turn.h): every rank's messages of a job then meet
+ * the same job's receives, as the blocking ring's do within one call.
  *
  * Regions with gaps never reach the ring: the datatypes it accepts are
  * predefined, without padding (table_ids), and the same on every rank
@@ -67,9 +67,8 @@ typedef struct {
     gw_coll_temps_t t;
     gw_ce_transport_t tp;
     gw_ce_ring_call_t call;
-    gw_ce_ring_job_t *job; /* the non-blocking form's, once its turn came */
-    uint64_t seq;          /* 1 + how many ring jobs the module had before */
-    bool passed;           /* ring_nb_passed counts this job */
+    gw_ce_ring_job_t *job;     /* the non-blocking form's, once its turn came */
+    gw_ce_turn_ticket_t turn; /* its place among the module's (ring_turn) */
     char why[256];
 } ring_call_t;
 
@@ -181,21 +180,14 @@ static int ring_temps_out(ring_call_t *c)
  * ------------------------------------------------------------------------ */
 
 /* Lets the next job of the module post its messages (once). */
-static void ring_pass(ring_call_t *c)
-{
-    if (c->passed) return;
-    c->passed = true;
-    __atomic_fetch_add(&c->m->ring_nb_passed, 1, __ATOMIC_RELEASE);
-}
+static void ring_pass(ring_call_t *c) { gw_ce_turn_pass(&c->m->ring_turn, &c->turn); }
 
 static int ring_job_poll(void *p, bool query, bool *done)
 {
     ring_call_t *c = p;
     *done = false;
     if (NULL == c->job) {
-        if (__atomic_load_n(&c->m->ring_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
-            return OMPI_SUCCESS;
-        }
+        if (!gw_ce_turn_mine(&c->m->ring_turn, &c->turn)) return OMPI_SUCCESS;
         __atomic_fetch_add(&mca_coll_gpuwire.device_nb_calls, 1, __ATOMIC_RELAXED);
         int err = ring_temps_in(c);
         if (OMPI_SUCCESS != err) return err;
@@ -242,7 +234,7 @@ static int ring_nb_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         free(c);
         return err;
     }
-    c->seq = __atomic_add_fetch(&m->ring_nb_issued, 1, __ATOMIC_ACQ_REL);
+    gw_ce_turn_take(&m->ring_turn, &c->turn);
     /* On failure the job is released, which passes its turn. */
     return gw_coll_nb_job(m, a, r, &ring_job_ops, c, false, request);
 }

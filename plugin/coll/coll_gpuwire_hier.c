@@ -28,14 +28,15 @@
  * rank). Every rank must start the sub-communicators' collectives in one
  * order, whatever order the steps of several calls in flight complete in:
  * a call starts its first step only once the calls initiated before it
- * have started their last, and a blocking call waits for that as well.
+ * have started their last (the engine's driver keeps that order, in the
+ * module's turn), and a blocking call waits for that as well.
  */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll_gpuwire.h"
 #include "coll_gpuwire_dispatch.h"
+#include "coll_gpuwire_transport.h"
 #include "gpuwire/coll_hier.h"
 #include "gpuwire/gpu_device.h"
 #include "ompi/communicator/communicator.h"
@@ -56,6 +57,17 @@ static bool spans_nodes(struct ompi_communicator_t *comm)
     return false;
 }
 
+static gw_ce_hier_coll_t hier_coll(int id)
+{
+    switch (id) {
+    case GW_COLL_ALLREDUCE: return GW_CE_HIER_ALLREDUCE;
+    case GW_COLL_REDUCE: return GW_CE_HIER_REDUCE;
+    case GW_COLL_BCAST: return GW_CE_HIER_BCAST;
+    case GW_COLL_ALLGATHER: return GW_CE_HIER_ALLGATHER;
+    default: return GW_CE_HIER_ALLGATHERV;
+    }
+}
+
 static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
                          gw_coll_note_t *note)
 {
@@ -66,17 +78,14 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
         ompi_comm_size(a->comm) < 3) {
         return false;
     }
-    /* The reductions and Bcast take count and dtype; Allgather rcount and
-     * rdtype (its last step, a Bcast of all the blocks, counts them in one
-     * int). */
-    if (GW_COLL_ALLGATHER == a->id) {
-        if (a->rcount <= 0 || a->rcount > INT_MAX / ompi_comm_size(a->comm)) return false;
-    } else if (GW_COLL_ALLGATHERV == a->id) {
-        /* Something to move (the counts are the same on every rank). */
-        bool any = false;
-        for (int q = 0; q < ompi_comm_size(a->comm) && !any; ++q) any = a->rcounts[q] > 0;
-        if (!any) return false;
-    } else if (a->count <= 0) {
+    /* Something to move, in counts the steps can carry (the reductions and
+     * Bcast take count and dtype; Allgather(v) rcount(s) and rdtype). */
+    const unsigned hier_ids = GW_COLL_BIT(GW_COLL_ALLREDUCE) | GW_COLL_BIT(GW_COLL_REDUCE) |
+                              GW_COLL_BIT(GW_COLL_BCAST) | GW_COLL_BIT(GW_COLL_ALLGATHER) |
+                              GW_COLL_BIT(GW_COLL_ALLGATHERV);
+    if (0 == (hier_ids & GW_COLL_BIT(a->id)) ||
+        !gw_ce_hier_fits(hier_coll(a->id), ompi_comm_size(a->comm), a->count, a->rcount,
+                         a->rcounts)) {
         return false;
     }
     /* auto: where the level's algorithms run on the GPU (not staged through
@@ -202,13 +211,8 @@ typedef struct {
     gw_ce_hier_transport_t t; /* ctx: this call */
     int gpu;                  /* the GPU of the temporary and the copies */
     gw_coll_dev_buf_t tmp;
-    /* The non-blocking form. */
-    ompi_request_t *sub; /* the step in flight */
-    uint64_t ticket;     /* step 3's last copy */
-    bool copying;
-    bool finished;
-    uint64_t seq;        /* 1 + how many non-blocking calls the module had before */
-    bool passed;         /* hier_nb_passed counts this call */
+    uint64_t ticket; /* step 3's last copy */
+    bool finished;   /* the non-blocking form's last step has completed */
 } gw_coll_hier_call_t;
 
 static struct ompi_datatype_t *hier_type(const gw_coll_hier_call_t *c, gw_ce_hier_type_t t)
@@ -288,8 +292,14 @@ static int hier_sub_temp(void *ctx, size_t len, void **ptr)
     return OMPI_SUCCESS;
 }
 
+static int hier_copy_fail(const gw_coll_hier_call_t *c, const char *why)
+{
+    opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
+    return OMPI_ERROR;
+}
+
 /* The engine's copies, on the call's GPU; the non-blocking form's are
- * waited for by the job's poll (c->copying). */
+ * waited for by the engine's poll (hier_sub_copied). */
 static int hier_sub_copy(void *ctx, const gw_ce_hier_copy_t *cp, size_t n, bool wait)
 {
     gw_coll_hier_call_t *c = ctx;
@@ -299,45 +309,59 @@ static int hier_sub_copy(void *ctx, const gw_ce_hier_copy_t *cp, size_t n, bool 
         err = gw_coll_copy_start(cp[i].dst, cp[i].src, cp[i].bytes, c->gpu, &c->ticket, why,
                                  sizeof(why));
     }
-    if (0 == err) {
-        if (wait) {
-            err = gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why));
-        } else {
-            c->copying = true;
-        }
-    }
-    if (0 != err) {
-        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
-        return OMPI_ERROR;
-    }
+    if (0 == err && wait) err = gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why));
+    return 0 == err ? OMPI_SUCCESS : hier_copy_fail(c, why);
+}
+
+/* Whether the copies queued without waiting have landed. */
+static int hier_sub_copied(void *ctx, bool query, bool wait, bool *done)
+{
+    gw_coll_hier_call_t *c = ctx;
+    char why[256];
+    *done = false;
+    const int err = wait ? gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why))
+                         : gw_coll_copy_done(c->gpu, c->ticket, query, done, why, sizeof(why));
+    if (0 != err) return hier_copy_fail(c, why);
+    if (wait) *done = true;
     return OMPI_SUCCESS;
 }
 
-static gw_ce_hier_coll_t hier_coll(int id)
+static void hier_sub_wait(void *ctx, void **req)
 {
-    switch (id) {
-    case GW_COLL_ALLREDUCE: return GW_CE_HIER_ALLREDUCE;
-    case GW_COLL_REDUCE: return GW_CE_HIER_REDUCE;
-    case GW_COLL_BCAST: return GW_CE_HIER_BCAST;
-    case GW_COLL_ALLGATHER: return GW_CE_HIER_ALLGATHER;
-    default: return GW_CE_HIER_ALLGATHERV;
-    }
+    (void)ctx;
+    ompi_request_t *r = *req;
+    ompi_request_wait(&r, MPI_STATUS_IGNORE);
+    *req = NULL;
+}
+
+/* Whether a level's NVLink team is being set up (by an earlier step). The
+ * next step waits for the outcome and adopts it: every rank does so before
+ * the same sub-collective of each level, so the level's later non-blocking
+ * calls go by the outcome (without it they would run staged wherever the
+ * team turned out unusable, until a blocking call on the level). */
+static bool hier_levels_ready(void *ctx)
+{
+    const gw_coll_hier_call_t *c = ctx;
+    return gw_coll_nvlink_settled(c->m->hier_node) &&
+           (NULL == c->m->hier_leaders || gw_coll_nvlink_settled(c->m->hier_leaders));
 }
 
 /* OMPI_SUCCESS, GW_COLL_DECLINED (every rank alike) or an error; c is
- * finished with hier_call_fini in every case. */
+ * finished with hier_call_fini in every case. The non-blocking form
+ * (turn set) takes its place among the module's calls on success. */
 static int hier_call_init(gw_coll_hier_call_t *c, mca_coll_gpuwire_module_t *m,
-                          const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT])
+                          const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
+                          gw_ce_turn_t *turn)
 {
     memset(c, 0, sizeof(*c));
     c->m = m;
     c->a = *a;
     c->gpu = gw_coll_regions_gpu(r) < 0 ? 0 : gw_coll_regions_gpu(r);
-    c->t.ctx = c;
-    c->t.start = hier_sub_start;
-    c->t.temp = hier_sub_temp;
-    c->t.copy = hier_sub_copy;
-    gw_ce_hier_call_t h = {.coll = hier_coll(a->id), .op = -1, .type = -1,
+    c->t = (gw_ce_hier_transport_t){.ctx = c, .start = hier_sub_start, .temp = hier_sub_temp,
+                                    .copy = hier_sub_copy, .test = gw_coll_request_test,
+                                    .wait = hier_sub_wait, .copied = hier_sub_copied,
+                                    .ready = hier_levels_ready};
+    gw_ce_hier_call_t h = {.coll = hier_coll(a->id), .op = -1, .type = -1, .turn = turn,
                            .size = ompi_comm_size(a->comm), .rank = ompi_comm_rank(a->comm),
                            .where = m->hier_where, .in_place = MPI_IN_PLACE == a->sbuf,
                            .sbuf = a->sbuf, .rbuf = a->rbuf, .count = a->count, .root = a->root,
@@ -371,98 +395,30 @@ static void hier_call_fini(gw_coll_hier_call_t *c)
     gw_coll_scratch_put(&c->tmp);
 }
 
-/* Starts the call's next step: OMPI_SUCCESS (with *req set when req is not
- * NULL and the step is a collective or message on this rank), GW_CE_HIER_END
- * when none is left, or an error. */
-static int hier_step(gw_coll_hier_call_t *c, ompi_request_t **req)
-{
-    void *r = NULL;
-    const int rc = gw_ce_hier_step(c->job, NULL == req ? NULL : &r);
-    if (NULL != req) *req = r;
-    return rc;
-}
-
 /* ------------------------------------------------------------------------
- * The non-blocking form: a job (gw_coll_nb_job) that starts each step once
- * the one before it has completed. Its sub-collectives are started from
- * MPI's progress, on the sub-communicators, and every rank must start them
- * in one order: a call starts its first step only once those initiated
- * before it on the communicator have started their last (hier_nb_passed),
- * and a blocking call waits for that too (hier_wait_turn).
+ * The non-blocking form: a job (gw_coll_nb_job) whose poll is the engine's
+ * (gw_ce_hier_poll: each step once the one before has completed, the
+ * module's calls in their turn, hier_turn), from MPI's progress; a blocking
+ * call waits for those initiated before it to pass (hier_wait_turn).
  * ------------------------------------------------------------------------ */
-
-static void hier_job_pass(gw_coll_hier_call_t *c)
-{
-    if (c->passed) return;
-    c->passed = true;
-    __atomic_fetch_add(&c->m->hier_nb_passed, 1, __ATOMIC_RELEASE);
-}
-
-/* Whether a level's NVLink team is being set up (by an earlier step). The
- * next step waits for the outcome and adopts it: every rank does so before
- * the same sub-collective of each level, so the level's later non-blocking
- * calls go by the outcome (without it they would run staged wherever the
- * team turned out unusable, until a blocking call on the level). */
-static bool hier_levels_settling(const gw_coll_hier_call_t *c)
-{
-    return !gw_coll_nvlink_settled(c->m->hier_node) ||
-           (NULL != c->m->hier_leaders && !gw_coll_nvlink_settled(c->m->hier_leaders));
-}
 
 static int hier_job_poll(void *p, bool query, bool *done)
 {
     gw_coll_hier_call_t *c = p;
-    *done = c->finished;
-    if (c->finished) return OMPI_SUCCESS;
-    if (0 == gw_ce_hier_next(c->job) && __atomic_load_n(&c->m->hier_nb_passed, __ATOMIC_ACQUIRE) + 1 != c->seq) {
-        return OMPI_SUCCESS;
+    const int rc = gw_ce_hier_poll(c->job, query, done);
+    if (OMPI_SUCCESS != rc) return hier_done(&c->a, rc);
+    if (*done && !c->finished) {
+        c->finished = true;
+        hier_done(&c->a, OMPI_SUCCESS);
     }
-    for (;;) {
-        if (NULL != c->sub) {
-            if (!REQUEST_COMPLETE(c->sub)) return OMPI_SUCCESS;
-            const int err = c->sub->req_status.MPI_ERROR;
-            ompi_request_free(&c->sub);
-            c->sub = NULL;
-            if (MPI_SUCCESS != err) return hier_done(&c->a, err);
-        }
-        if (c->copying) {
-            char why[256];
-            bool reached = false;
-            if (0 != gw_coll_copy_done(c->gpu, c->ticket, query, &reached, why, sizeof(why))) {
-                c->copying = false;
-                opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
-                return hier_done(&c->a, OMPI_ERROR);
-            }
-            if (!reached) return OMPI_SUCCESS;
-            c->copying = false;
-        }
-        if (gw_ce_hier_next(c->job) < GW_CE_HIER_COMM_STEPS && hier_levels_settling(c)) {
-            return OMPI_SUCCESS;
-        }
-        const int rc = hier_step(c, &c->sub);
-        if (gw_ce_hier_next(c->job) >= GW_CE_HIER_COMM_STEPS) hier_job_pass(c);
-        if (GW_CE_HIER_END == rc) {
-            c->finished = *done = true;
-            hier_done(&c->a, OMPI_SUCCESS);
-            return OMPI_SUCCESS;
-        }
-        if (OMPI_SUCCESS != rc) {
-            c->sub = NULL; /* a step that failed to start has no request */
-            return hier_done(&c->a, rc);
-        }
-    }
+    return OMPI_SUCCESS;
 }
 
+/* The engine's job waits for a step still in flight and passes its turn
+ * before it goes, so nothing the call holds goes back under a step. */
 static void hier_job_release(void *p)
 {
     gw_coll_hier_call_t *c = p;
-    char why[256];
-    /* Nothing the call holds goes back while a step may still use it. */
-    if (NULL != c->sub) ompi_request_wait(&c->sub, MPI_STATUS_IGNORE);
-    if (c->copying && 0 != gw_coll_copy_wait(c->gpu, c->ticket, why, sizeof(why))) {
-        opal_output(0, "coll:gpuwire: hierarchical %s: %s", gw_coll_name(c->a.id), why);
-    }
-    hier_job_pass(c);
     hier_call_fini(c);
     free(c);
 }
@@ -475,13 +431,12 @@ static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 {
     gw_coll_hier_call_t *c = malloc(sizeof(*c));
     if (NULL == c) return hier_done(a, OMPI_ERR_OUT_OF_RESOURCE);
-    int rc = hier_call_init(c, m, a, r);
+    int rc = hier_call_init(c, m, a, r, &m->hier_turn);
     if (OMPI_SUCCESS != rc) {
         hier_call_fini(c);
         free(c);
         return GW_COLL_DECLINED == rc ? rc : hier_done(a, rc);
     }
-    c->seq = __atomic_add_fetch(&m->hier_nb_issued, 1, __ATOMIC_ACQ_REL);
     /* The first step starts now when nothing initiated before is left to
      * start; otherwise from MPI's progress, in its turn. */
     bool done = false;
@@ -497,10 +452,7 @@ static int hier_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
  * have started all theirs (they start from progress). */
 static void hier_wait_turn(mca_coll_gpuwire_module_t *m)
 {
-    while (__atomic_load_n(&m->hier_nb_passed, __ATOMIC_ACQUIRE) !=
-           __atomic_load_n(&m->hier_nb_issued, __ATOMIC_ACQUIRE)) {
-        opal_progress();
-    }
+    while (!gw_ce_turn_idle(&m->hier_turn)) opal_progress();
 }
 
 static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -518,10 +470,10 @@ static int hier_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     if (HIER_READY != m->hier_state) return GW_COLL_DECLINED;
 
     gw_coll_hier_call_t c;
-    int rc = hier_call_init(&c, m, a, r);
+    int rc = hier_call_init(&c, m, a, r, NULL);
     if (OMPI_SUCCESS == rc) {
         hier_wait_turn(m);
-        while (OMPI_SUCCESS == (rc = hier_step(&c, NULL))) {
+        while (OMPI_SUCCESS == (rc = gw_ce_hier_step(c.job, NULL))) {
         }
         if (GW_CE_HIER_END == rc) rc = OMPI_SUCCESS;
     }

@@ -39,7 +39,7 @@ static int tp_irecv(void *ctx, void *buf, size_t bytes, int peer, int tag, void 
 /* A load, not ompi_request_test: that one runs opal_progress when the
  * request is not complete, and the engine's jobs are polled from MPI's
  * progress (the engine's blocking forms call progress() themselves). */
-static int tp_test(void *ctx, void **req, bool *done)
+int gw_coll_request_test(void *ctx, void **req, bool *done)
 {
     (void)ctx;
     ompi_request_t *r = *req;
@@ -82,7 +82,7 @@ void gw_coll_transport_init(gw_ce_transport_t *t, struct ompi_communicator_t *co
     t->size = ompi_comm_size(comm);
     t->isend = tp_isend;
     t->irecv = tp_irecv;
-    t->test = tp_test;
+    t->test = gw_coll_request_test;
     t->wait_all = tp_wait_all;
     t->cancel = tp_cancel;
     t->progress = tp_progress;

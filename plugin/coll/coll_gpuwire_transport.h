@@ -37,6 +37,11 @@ void gw_coll_transport_init_typed(gw_ce_transport_t *t, gw_coll_typed_tp_t *ctx,
                                   struct ompi_communicator_t *comm, struct ompi_datatype_t *sdt,
                                   struct ompi_datatype_t *rdt);
 
+/* The engine's test of a request (gw_ce_transport_t.test) over an MPI
+ * request, without progress: *done once it has completed, and then it is
+ * freed, *req set to NULL and its status returned. ctx is unused. */
+int gw_coll_request_test(void *ctx, void **req, bool *done);
+
 /* The engine's codes as Open MPI's. */
 int gw_coll_ce_to_ompi(int ce_rc);
 

@@ -27,6 +27,7 @@
 
 #include "gpuwire/coll_hier.h"
 #include "gpuwire/cuda/reduce.h"
+#include "hier_layout.hpp"
 
 namespace {
 
@@ -34,21 +35,7 @@ using Bytes = std::vector<char>;
 constexpr char kFill = 0x5A;
 constexpr size_t kEs = sizeof(int32_t); /* every type of these tests: int32, dense */
 
-/* The layout (gpuwire/coll_hier.h) of ranks on nodes labelled node[q]: the
- * nodes numbered in the order of their first rank (their leaders' order in
- * the leaders' communicator, which is split by communicator rank), ranks
- * inside a node in their communicator order. */
-std::vector<int> where_of(const std::vector<int> &node)
-{
-    std::map<int, int> index, members;
-    std::vector<int> where(2 * node.size());
-    for (size_t q = 0; q < node.size(); ++q) {
-        if (!index.count(node[q])) index[node[q]] = static_cast<int>(index.size());
-        where[2 * q] = index[node[q]];
-        where[2 * q + 1] = members[node[q]]++;
-    }
-    return where;
-}
+using hiertest::where_of;
 
 struct Posted {
     int rank;
@@ -72,7 +59,7 @@ public:
     {
         for (int r = 0; r < size_; ++r) {
             ctx_[r] = {this, r};
-            t_[r] = {&ctx_[r], start, temp, copy};
+            t_[r] = {&ctx_[r], start, temp, copy, nullptr, nullptr, nullptr, nullptr};
         }
     }
     const gw_ce_hier_transport_t *transport(int r) const { return &t_[r]; }
@@ -94,20 +81,8 @@ public:
     int temps_asked = 0, copies_done = 0;
 
 private:
-    int level_rank(int level, int r) const
-    {
-        return GW_CE_HIER_NODE == level ? where[2 * r + 1] : where[2 * r];
-    }
-    std::vector<int> members(int level, int key) const
-    {
-        std::vector<int> m;
-        for (int q = 0; q < size_; ++q) {
-            if (GW_CE_HIER_NODE == level ? where[2 * q] == key : 0 == where[2 * q + 1]) {
-                m.push_back(q);
-            }
-        }
-        return m;
-    }
+    int level_rank(int level, int r) const { return hiertest::level_rank(where, level, r); }
+    std::vector<int> members(int level, int key) const { return hiertest::members(where, level, key); }
 
     void play_group(int level, int key, std::vector<Posted> &g)
     {
@@ -560,4 +535,19 @@ TEST_CASE("hier: a layout out of range is refused with a reason", "[coll][hier]"
     CHECK(GW_CE_ERR_ARG == gw_ce_hier_start(&c, sim.transport(0), &job, why, sizeof(why)));
     CHECK(std::string(why).find("rank 2") != std::string::npos);
     gw_ce_hier_free(job);
+}
+
+TEST_CASE("hier: a call runs composed only with something to move, in int counts", "[coll][hier]")
+{
+    const std::vector<int> none = {0, 0, 0, 0}, one = {0, 0, 3, 0};
+    for (const auto coll : {GW_CE_HIER_ALLREDUCE, GW_CE_HIER_REDUCE, GW_CE_HIER_BCAST}) {
+        CHECK(gw_ce_hier_fits(coll, 4, 1, 0, nullptr));
+        CHECK_FALSE(gw_ce_hier_fits(coll, 4, 0, 9, one.data()));
+    }
+    CHECK(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 0, INT32_MAX / 4, nullptr));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 9, INT32_MAX / 4 + 1, nullptr));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHER, 4, 9, 0, one.data()));
+    CHECK(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 4, 0, 0, one.data()));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 4, 9, 9, none.data()));
+    CHECK_FALSE(gw_ce_hier_fits(GW_CE_HIER_ALLGATHERV, 2, 9, 9, one.data())); /* size counts only */
 }

@@ -36,6 +36,11 @@ extern "C" int gw_ce_hier_step(gw_ce_hier_job_t *job, void **req)
     return job->job.step(req);
 }
 
+extern "C" int gw_ce_hier_poll(gw_ce_hier_job_t *job, bool query, bool *done)
+{
+    return job->job.poll(query, done);
+}
+
 extern "C" int gw_ce_hier_next(const gw_ce_hier_job_t *job)
 {
     return job->job.next();

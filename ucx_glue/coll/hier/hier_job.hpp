@@ -3,7 +3,8 @@
  * made once by prepare(), and its steps, started one at a time by step().
  * hier_plan.cpp makes the plan (where this rank and its node stand, the
  * node-by-node layout of Allgather's blocks, the temporaries); hier_steps.cpp
- * holds what each collective's steps start.
+ * holds what each collective's steps start; hier_drive.cpp the non-blocking
+ * form's driver (poll(), and drain() before the job goes).
  */
 #ifndef GPUWIRE_COLL_HIER_JOB_HPP
 #define GPUWIRE_COLL_HIER_JOB_HPP
@@ -19,6 +20,7 @@ namespace gpuwire::coll {
 class HierJob {
 public:
     HierJob(const gw_ce_hier_call_t &call, const gw_ce_hier_transport_t &t);
+    ~HierJob() { drain(); }
     HierJob(const HierJob &) = delete;
     HierJob &operator=(const HierJob &) = delete;
 
@@ -28,6 +30,9 @@ public:
     /* Starts the next step (gw_ce_hier_step). */
     int step(void **req);
     int next() const { return next_; }
+    /* hier_drive.cpp: gw_ce_hier_poll, and what gw_ce_hier_free waits for. */
+    int poll(bool query, bool *done);
+    void drain();
     const std::string &why() const { return why_; }
 
 private:
@@ -39,6 +44,7 @@ private:
     bool across() const { return leader() && nodes_ > 1; }
 
     /* hier_plan.cpp */
+    int plan();
     int prepare_reduce();
     int prepare_allgather();
 
@@ -52,12 +58,22 @@ private:
     /* A sub-collective of the call's (op, type filled in) at level. */
     gw_ce_hier_sub_t sub(gw_ce_hier_sub_kind_t kind, gw_ce_hier_level_t level) const;
     int start(const gw_ce_hier_sub_t &s, void **req) const { return t_.start(t_.ctx, &s, req); }
+    /* hier_drive.cpp: whether the step in flight has completed. */
+    int settle(bool query, bool *settled);
 
     gw_ce_hier_call_t c_;
     gw_ce_hier_transport_t t_;
     int next_ = 0;
     int nodes_ = 0; /* how many nodes (leaders) */
     std::string why_;
+
+    /* The non-blocking form: its ticket of c_.turn, the step in flight (its
+     * request; copies queued without waiting), and whether the last step
+     * has completed. */
+    gw_ce_turn_ticket_t ticket_{};
+    void *req_ = nullptr;
+    bool copying_ = false;
+    bool finished_ = false;
 
     /* Reduce: where the node's partial result lands at its leader. */
     void *acc_ = nullptr;

@@ -9,6 +9,24 @@
 
 #include "hier_job.hpp"
 
+extern "C" bool gw_ce_hier_fits(gw_ce_hier_coll_t coll, int size, int count, int rcount,
+                                const int *rcounts)
+{
+    if (size < 1) return false;
+    switch (coll) {
+    case GW_CE_HIER_ALLGATHER: return rcount > 0 && rcount <= INT_MAX / size;
+    case GW_CE_HIER_ALLGATHERV:
+        for (int q = 0; nullptr != rcounts && q < size; ++q) {
+            if (rcounts[q] > 0) return true;
+        }
+        return false;
+    case GW_CE_HIER_ALLREDUCE:
+    case GW_CE_HIER_REDUCE:
+    case GW_CE_HIER_BCAST: return count > 0;
+    }
+    return false;
+}
+
 namespace gpuwire::coll {
 
 HierJob::HierJob(const gw_ce_hier_call_t &call, const gw_ce_hier_transport_t &t)
@@ -18,8 +36,17 @@ HierJob::HierJob(const gw_ce_hier_call_t &call, const gw_ce_hier_transport_t &t)
 
 int HierJob::prepare()
 {
+    const int rc = plan();
+    /* The non-blocking form's place among the calls initiated on the turn. */
+    if (GW_CE_OK == rc && nullptr != c_.turn) gw_ce_turn_take(c_.turn, &ticket_);
+    return rc;
+}
+
+int HierJob::plan()
+{
     if (nullptr == c_.where || c_.size < 1 || c_.rank < 0 || c_.rank >= c_.size ||
-        nullptr == t_.start || nullptr == t_.temp || nullptr == t_.copy) {
+        nullptr == t_.start || nullptr == t_.temp || nullptr == t_.copy ||
+        (nullptr != c_.turn && (nullptr == t_.test || nullptr == t_.wait || nullptr == t_.copied))) {
         why_ = "hierarchical call: no layout, a rank out of range or a transport function missing";
         return GW_CE_ERR_ARG;
     }

@@ -201,7 +201,9 @@ int HierJob::allgather_copies(void **req)
                            static_cast<size_t>(counts_[q]) * c_.r_size});
     }
     if (copies_.empty()) return GW_CE_OK;
-    return t_.copy(t_.ctx, copies_.data(), copies_.size(), nullptr == req);
+    const int rc = t_.copy(t_.ctx, copies_.data(), copies_.size(), nullptr == req);
+    copying_ = GW_CE_OK == rc && nullptr != req; /* not waited for */
+    return rc;
 }
 
 int HierJob::step(void **req)

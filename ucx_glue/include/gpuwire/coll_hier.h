@@ -43,6 +43,15 @@
  * the receive type. Byte ranges (temporary, copies) are computed from the
  * receive type's extent and size given in the call.
  *
+ * Forms: the blocking one steps the job to its end (gw_ce_hier_step with
+ * req NULL: every step blocks). The non-blocking one (call.turn set) is
+ * driven by gw_ce_hier_poll from the caller's progress: each step's
+ * collective is started in its non-blocking form once the step before has
+ * completed, and the calls of a communicator start their first step only
+ * once those initiated before them have started their last (their turns,
+ * gpuwire/coll_turn.h), so every rank starts the levels' collectives in
+ * one order whatever order the calls in flight complete in.
+ *
  * Threads: a job is used by one thread at a time.
  * Errors: the transport's codes pass through unchanged; the engine's own
  * are GW_CE_ERR_NOMEM (host memory) and GW_CE_ERR_ARG (with a why line).
@@ -54,6 +63,7 @@
 #include <stddef.h>
 
 #include "gpuwire/coll_engine.h"
+#include "gpuwire/coll_turn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,6 +144,18 @@ typedef struct gw_ce_hier_transport {
      * have landed; otherwise the caller waits for them before the job's
      * next step. */
     int (*copy)(void *ctx, const gw_ce_hier_copy_t *copies, size_t n, bool wait);
+    /* The non-blocking driver's (gw_ce_hier_poll, gw_ce_hier_free); the
+     * blocking form never calls them. test: whether *req, a step's request,
+     * has completed, without blocking; once it has, releases it, sets *req
+     * to NULL and returns its status. wait: blocks until *req has completed
+     * and releases it. copied: whether the copies queued without waiting
+     * have landed (query: also ask the GPU whether its stream failed); with
+     * wait, blocks until they have. ready: whether the levels may take the
+     * job's next collective now (NULL: always). */
+    int (*test)(void *ctx, void **req, bool *done);
+    void (*wait)(void *ctx, void **req);
+    int (*copied)(void *ctx, bool query, bool wait, bool *done);
+    bool (*ready)(void *ctx);
 } gw_ce_hier_transport_t;
 
 /* One call on this rank. */
@@ -155,13 +177,27 @@ typedef struct {
      * elements lie back to back (lower bound 0, extent = size). */
     size_t r_extent, r_size;
     bool r_dense;
+    /* The non-blocking form: the turns of the communicator's non-blocking
+     * hierarchical calls (gw_ce_hier_poll), which outlive the job; NULL:
+     * stepped by gw_ce_hier_step (the blocking form with req NULL). */
+    gw_ce_turn_t *turn;
 } gw_ce_hier_call_t;
 
 typedef struct gw_ce_hier_job gw_ce_hier_job_t;
 
+/* Whether a call of size ranks has something to move and its counts fit
+ * the steps' int counts; every rank decides alike (MPI makes the counts
+ * the same on every rank). Allreduce, Reduce, Bcast: count elements, at
+ * least one. Allgather: rcount per rank, at least one, and all size blocks
+ * in one int count (its last step broadcasts them all). Allgatherv: some
+ * rank's rcounts[q] is not 0 (rcounts: size of them; not read otherwise). */
+GW_CORE_API bool gw_ce_hier_fits(gw_ce_hier_coll_t coll, int size, int count, int rcount,
+                                 const int *rcounts);
+
 /* Plans the call (layouts, temporary): GW_CE_OK, GW_CE_HIER_DECLINED (the
  * same on every rank), or an error. *job is set in every case but an
- * out-of-memory one, and freed with gw_ce_hier_free. t outlives the job. */
+ * out-of-memory one, and freed with gw_ce_hier_free. t outlives the job.
+ * The non-blocking form takes its ticket of call->turn on GW_CE_OK only. */
 GW_CORE_API int gw_ce_hier_start(const gw_ce_hier_call_t *call, const gw_ce_hier_transport_t *t,
                                  gw_ce_hier_job_t **job, char *why, size_t why_len);
 /* Starts the job's next step: GW_CE_OK (with *req set by the transport
@@ -171,7 +207,20 @@ GW_CORE_API int gw_ce_hier_start(const gw_ce_hier_call_t *call, const gw_ce_hier
 GW_CORE_API int gw_ce_hier_step(gw_ce_hier_job_t *job, void **req);
 /* The index of the step gw_ce_hier_step starts next. */
 GW_CORE_API int gw_ce_hier_next(const gw_ce_hier_job_t *job);
-/* Frees the job (NULL is ignored); the temporary is the caller's. */
+/* The non-blocking form's driver, from the caller's progress; never blocks.
+ * The job's first step starts once every call initiated before it on the
+ * turn has passed; each later one once the step before has completed (its
+ * request: t->test; its copies: t->copied, with query) and, before a step
+ * that starts a collective or message, the levels are ready (t->ready).
+ * The job passes its turn once it has started its last collective or
+ * message (or failed to). Returns GW_CE_OK, with *done set once the last
+ * step has completed (and on every poll after), or the first error: a
+ * request's status, a transport code unchanged, or the engine's own
+ * (GW_CE_ERR_ARG for a job of the blocking form, call.turn NULL). */
+GW_CORE_API int gw_ce_hier_poll(gw_ce_hier_job_t *job, bool query, bool *done);
+/* Frees the job (NULL is ignored): first waits for a step still in flight
+ * (its request, its copies) and passes the job's turn, so nothing the call
+ * holds is given back under a step. The temporary is the caller's. */
 GW_CORE_API void gw_ce_hier_free(gw_ce_hier_job_t *job);
 
 #ifdef __cplusplus
