@@ -175,9 +175,8 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         if (!(h.flags & kChunkedFromHost) && x->device >= 0) peers_[x->peer].hinted_host = false;
         // And one into pageable host memory it uses again, now pinned here:
         // CUDA IPC reaches it with one DMA from the next message on.
-        if (!(h.flags & kChunkedFromHost) && x->device < 0 && !x->discard && dev_ &&
-            (op->host_pinned ||
-             (x->len >= params_.host_register_min && dev_->pin_host(x->buf, x->len, 0)))) {
+        if (!(h.flags & kChunkedFromHost) && x->device < 0 && !x->discard &&
+            (op->host_pinned || pin_reused(x->buf, x->len, 0))) {
             x->into_pinned = true;
             peers_[x->peer].hinted_host = false;
         }

@@ -312,6 +312,7 @@ private:
     bool peer_local(uint32_t peer);
     Protocol choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi);
     int device_of(const void *buf, size_t len, bool *pinned = nullptr);
+    bool pin_reused(const void *buf, size_t len, int device);
     bool host_pinned(const cuda::MemoryInfo &mi, const void *buf, size_t len, int device);
 
     gw_engine_params_t params_;

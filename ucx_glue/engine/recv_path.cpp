@@ -327,12 +327,11 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
     }
     ++stats_.device_recvs;
     stats_.bytes_received += blob.length;
+    // A pageable buffer used again is pinned for it (the host registry).
+    if (op->device < 0 && !op->host_pinned && pin_reused(op->buf, blob.length, device))
+        op->host_pinned = 1;
     // Pageable host memory takes the copy through pinned chunks; GPU memory
     // and pinned host memory take one DMA.
-    // A pageable buffer used again is pinned for it (the host registry).
-    if (op->device < 0 && !op->host_pinned && blob.length >= params_.host_register_min &&
-        dev_->pin_host(op->buf, blob.length, device))
-        op->host_pinned = 1;
     const bool pageable = op->device < 0 && !op->host_pinned;
     // The shared slots (from shared_staging_min) and a pinned bounce buffer
     // at the sender (below) do this faster.

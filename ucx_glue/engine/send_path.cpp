@@ -373,13 +373,19 @@ int Engine::device_of(const void *buf, size_t len, bool *pinned)
     return device;
 }
 
-// Pinned host memory, or pageable host memory the host registry pinned for
-// reuse (on its second use, from pml_gpuwire_host_register_min bytes).
+// Pageable host memory a message uses again, pinned by the host registry
+// (on its second use, from pml_gpuwire_host_register_min bytes; smaller
+// messages never reach its lock).
+bool Engine::pin_reused(const void *buf, size_t len, int device)
+{
+    return dev_ && len >= params_.host_register_min && dev_->pin_host(buf, len, device);
+}
+
+// Pinned host memory, or pageable host memory pinned for reuse.
 bool Engine::host_pinned(const cuda::MemoryInfo &mi, const void *buf, size_t len, int device)
 {
     if (mi.kind == cuda::MemoryKind::pinned_host) return true;
-    return mi.kind == cuda::MemoryKind::host && dev_ && len >= params_.host_register_min &&
-           dev_->pin_host(buf, len, device);
+    return mi.kind == cuda::MemoryKind::host && pin_reused(buf, len, device);
 }
 
 // The receive buffer's GPU (op->device), or whether host memory is pinned.
