@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "gpuwire/cuda/status.hpp"
 
@@ -184,6 +185,29 @@ bool parse_vma(const char* line, Vma* v) {
   return true;
 }
 
+// glibc's large allocations (malloc, posix_memalign over M_MMAP_THRESHOLD)
+// are mmapped chunks: 16 bytes before the pointer, the chunk's offset from its
+// mapping's start (page alignment padding) and its size with IS_MMAPPED (2) as
+// the only flag; the chunk runs to a page boundary. Such a chunk is the
+// application's allocation alone until free() unmaps it, while the kernel
+// may have merged its mapping with neighbours the driver pinned already (its
+// own pinned host memory): then only the chunk can be registered. Checked
+// strictly (aligned start and end inside the mapping, holding the buffer);
+// an interior pointer or another allocator's memory does not pass.
+bool malloc_chunk(uintptr_t p, size_t len, const Vma& v, uintptr_t* lo, uintptr_t* hi) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (p % 16 != 0 || p < v.lo + 16) return false;
+  size_t header[2];
+  std::memcpy(header, reinterpret_cast<const void*>(p - 16), sizeof header);
+  const size_t offset = header[0], size = header[1] & ~size_t{7};
+  if ((header[1] & 7) != 2 || size < len + 16 || offset > size) return false;
+  const uintptr_t chunk = p - 16, start = chunk - offset, end = chunk + size;
+  if (offset > chunk - v.lo || end > v.hi || end < chunk || start % page || end % page) return false;
+  *lo = start;
+  *hi = end;
+  return true;
+}
+
 }  // namespace
 
 bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t* hi) const {
@@ -191,14 +215,18 @@ bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t
   if (!f) return false;
   char line[512];
   Vma v, next;
-  bool found = false, ok = false;
+  bool found = false;
+  const char* refused = "no mapping holds it";
   while (std::fgets(line, sizeof(line), f)) {
     if (!found) {
       if (!parse_vma(line, &v) || p < v.lo || p >= v.hi) continue;
       found = true;
       // Private, anonymous, writable, and holding the whole buffer.
-      ok = v.perms[0] == 'r' && v.perms[1] == 'w' && v.perms[3] == 'p' && v.inode == 0 &&
-           !v.named && p + len <= v.hi;
+      const bool anon_rw = v.perms[0] == 'r' && v.perms[1] == 'w' && v.perms[3] == 'p' &&
+                           v.inode == 0 && !v.named;
+      refused = !anon_rw ? "not a private anonymous writable mapping"
+                : p + len > v.hi ? "the buffer spans more than one mapping"
+                                 : nullptr;
       continue;
     }
     // A thread arena's heap: malloc reserves 64 MiB aligned to 64 MiB and
@@ -206,16 +234,28 @@ bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t
     // heap up to an aligned end. (A thread stack's guard page may follow a
     // mapping too; it does not end a 64 MiB reservation.)
     constexpr uintptr_t kArenaHeap = uintptr_t{64} << 20;
-    if (parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' &&
+    if (!refused && parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' &&
         next.perms[1] == '-' && next.hi % kArenaHeap == 0)
-      ok = false;
+      refused = "a thread arena's heap";
     break;
   }
   std::fclose(f);
-  if (!ok) return false;
   // Not a mapping much larger than the buffer (other data pinned with it).
   const size_t bound = std::max<size_t>(size_t{64} << 20, 4 * len);
-  if (v.hi - v.lo > bound) return false;
+  uintptr_t chunk_lo = 0, chunk_hi = 0;
+  if (!refused && malloc_chunk(p, len, v, &chunk_lo, &chunk_hi)) {
+    *lo = chunk_lo;
+    *hi = chunk_hi;
+    return true;
+  }
+  if (!refused && v.hi - v.lo > bound) refused = "its mapping is much larger than the buffer";
+  if (refused) {
+    if (detail::log_enabled())
+      detail::log(LogLevel::debug, "host registry: %p (%zu B) not pinned: %s (mapping %#lx-%#lx %s)",
+                  reinterpret_cast<void*>(p), len, refused, found ? static_cast<unsigned long>(v.lo) : 0UL,
+                  found ? static_cast<unsigned long>(v.hi) : 0UL, found ? v.perms : "-");
+    return false;
+  }
   *lo = v.lo;
   *hi = v.hi;
   return true;

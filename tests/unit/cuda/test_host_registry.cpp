@@ -1,6 +1,7 @@
 // HostRegistry: pageable host buffers pinned on their second use, bounded,
 // and unregistered inside the unmap that ends them (the last case through a
 // real munmap and UCM's event, against the fake driver).
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -245,4 +246,53 @@ TEST_CASE("host registry: which mappings may be pinned whole", "[cuda][host_regi
   CHECK(hi == reinterpret_cast<uintptr_t>(m) + len);
   CHECK_FALSE(r.own_mapping(reinterpret_cast<uintptr_t>(m), len + 1, &lo, &hi));
   munmap(m, len + kMiB);
+}
+
+TEST_CASE("host registry: malloc's own large chunk, not its merged neighbours",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  RealMapRegistry r(drv);
+  REQUIRE(mallopt(M_MMAP_THRESHOLD, 256 << 10) == 1);
+  // A neighbour right below, as the kernel merges anonymous mappings with the
+  // same rights (the driver's own pinned memory may be one).
+  const size_t len = 3 * kMiB + 5;
+  void* below = nullptr;
+  bool merged = false;
+  auto* buf = static_cast<unsigned char*>(std::malloc(len));
+  REQUIRE(buf);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buf);
+  uintptr_t lo = 0, hi = 0;
+  REQUIRE(r.own_mapping(p, len, &lo, &hi));
+  CHECK(lo <= p);
+  CHECK(p - lo < kPage);
+  CHECK(hi >= p + len);
+  CHECK(hi - (p + len) < kPage);
+  CHECK(lo % kPage == 0);
+  CHECK(hi % kPage == 0);
+  const uintptr_t chunk_lo = lo, chunk_hi = hi;
+  below = mmap(reinterpret_cast<void*>(chunk_lo - 2 * kMiB), 2 * kMiB, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (below != MAP_FAILED && reinterpret_cast<uintptr_t>(below) == chunk_lo - 2 * kMiB) {
+    static_cast<char*>(below)[0] = 1;
+    REQUIRE(r.own_mapping(p, len, &lo, &hi));
+    merged = true;
+    CHECK(lo == chunk_lo);  // not the merged mapping's start
+    CHECK(hi == chunk_hi);
+    munmap(below, 2 * kMiB);
+  }
+  if (!merged) WARN("no room right below the chunk: the merged case was not tried");
+  // An interior pointer is not a chunk: the whole mapping, as for mmap.
+  REQUIRE(r.own_mapping(p + 4096, kMiB, &lo, &hi));
+  CHECK(lo <= p);
+  CHECK(hi >= p + len);
+  // Aligned large allocations are chunks too.
+  void* aligned = nullptr;
+  REQUIRE(posix_memalign(&aligned, 64 << 10, 2 * kMiB) == 0);
+  REQUIRE(r.own_mapping(reinterpret_cast<uintptr_t>(aligned), 2 * kMiB, &lo, &hi));
+  CHECK(lo <= reinterpret_cast<uintptr_t>(aligned));
+  CHECK(reinterpret_cast<uintptr_t>(aligned) - lo < (64 << 10) + kPage);
+  CHECK(hi >= reinterpret_cast<uintptr_t>(aligned) + 2 * kMiB);
+  CHECK(hi - lo < 2 * kMiB + 2 * (64 << 10) + kPage);
+  std::free(aligned);
+  std::free(buf);
 }

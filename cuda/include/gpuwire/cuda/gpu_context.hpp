@@ -128,6 +128,8 @@ class GpuContext {
   void configure_host_registry(size_t max_bytes, size_t min_bytes) {
     registry_.configure(registry_hooked_ ? max_bytes : 0, min_bytes);
   }
+  // Whether unmaps reach the registry and the classifier (UCM's hooks).
+  bool unmaps_watched() const { return registry_hooked_ && unmap_hooked_; }
   size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
   size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
 

@@ -5,10 +5,13 @@
 // pinned the second time a message of at least min_bytes uses it, so a buffer
 // used once costs nothing more.
 //
-// What is pinned is the whole mapping that holds the buffer, and only a
-// mapping of its own: private anonymous memory (malloc's large buffers,
-// mmap), never the brk heap, a thread arena's heap (64 MiB aligned, its
-// inaccessible rest after it), the main stack or a file. The
+// What is pinned is malloc's own mapping of a large buffer (its mmapped
+// chunk, told by the chunk's header), else the whole mapping that holds the
+// buffer, and only private anonymous memory (mmap): never the brk heap, a
+// thread arena's heap (64 MiB aligned, its inaccessible rest after it), the
+// main stack or a file. The chunk comes first because the kernel merges
+// neighbouring anonymous mappings, the driver's own pinned memory among them,
+// and a range overlapping one already registered is refused. The
 // driver refuses a copy whose host range is only partly registered: a range
 // inside a heap would make the application's own copies of a later
 // allocation that overlaps it fail, whereas a mapping's bytes can only be
