@@ -40,7 +40,7 @@ ahead() {
 }
 ok() { grep -q '^rc=0' "/tmp/osc_$1" && echo ok || echo "FAIL($(sed -n 's/^rc=//p' "/tmp/osc_$1"))"; }
 
-# Benchmark:synchronisation pairs; fop and cas have one size (8 bytes).
+# Benchmark:synchronisation pairs; fop and cas have one size.
 BENCHES=""
 for s in $SYNCS; do
     for b in put_latency get_latency put_bw get_bw acc_latency fop_latency cas_latency; do
@@ -67,7 +67,8 @@ SIZES="1 8 64 512 4096 16384 65536 262144 1048576 4194304"
 for w in $WINS; do
     for bs in $BENCHES; do
         b=${bs%%:*} s=${bs##*:} k=lat sizes=$SIZES
-        case $b in *bw) k=bw ;; fop_* | cas_*) sizes=8 ;; esac
+        # fop and cas print the one size of their datatype (1 for MPI_CHAR)
+        case $b in *bw) k=bw ;; fop_* | cas_*) sizes=$(awk '/^[0-9]/ {print $1; exit}' "/tmp/osc_gw_${b}_${s}_$w" 2>/dev/null) ;; esac
         echo
         echo "| osu_$b -d cuda -w $w -s $s D D (2 ranks, one GPU, MPS) | size | osc gpuwire | osc ucx (UCX with CUDA) | gpuwire/ucx | gpuwire ahead |"
         echo "| --- | --- | --- | --- | --- | --- |"
