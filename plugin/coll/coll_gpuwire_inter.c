@@ -8,13 +8,13 @@
  *
  *   host buffers          the module below (libnbc), in initiation order
  *                         behind this module's staged calls
- *   device, Iallreduce    staged: the same requests as the staged
- *   and Ireduce           non-blocking calls of intra-communicators (copies
+ *   device                staged: the same requests as the staged
+ *                         non-blocking calls of intra-communicators (copies
  *                         to host memory, libnbc's collective on them,
- *                         copies back)
- *   device, Ireduce_scatter(_block)
- *                         MPI_ERR_BUFFER and one line naming the blocking
- *                         form, which works
+ *                         copies back). The regions are Open MPI's reading
+ *                         of the inter-communicator forms (gw_coll_regions):
+ *                         a Reduce_scatter's input holds the sum of the
+ *                         local group's counts.
  */
 #include <string.h>
 
@@ -34,12 +34,6 @@ int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *c
         if (OMPI_SUCCESS != rc) return rc;
     }
     if (GW_MEM_HOST == kind) return gw_coll_nb_passthrough(m, a, request);
-    if (GW_COLL_REDUCE_SCATTER == a->id || GW_COLL_REDUCE_SCATTER_BLOCK == a->id) {
-        opal_output(0, "coll:gpuwire: MPI_I%s on an inter-communicator with GPU buffers is not "
-                       "supported: use MPI_%s (coll/inter over coll gpuwire), or host buffers",
-                    gw_coll_name(a->id), gw_coll_name(a->id));
-        return MPI_ERR_BUFFER;
-    }
     COLL_GPUWIRE_VERBOSE(20, "i%s on an inter-communicator, device memory: staged",
                          gw_coll_name(a->id));
     return gw_coll_staged.run(m, a, r, NULL, request);
