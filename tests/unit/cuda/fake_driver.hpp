@@ -161,6 +161,13 @@ class FakeDriver : public DriverApi {
     ++host_registers;
     last_host_device = device;
     if (fail_host_register) return Status::runtime_error("cudaHostRegister", 2);
+    // As the driver: no range may overlap one registered already
+    // (cudaErrorHostMemoryAlreadyRegistered).
+    const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+    for (const auto& r : registered_) {
+      const auto rlo = reinterpret_cast<uintptr_t>(r.first);
+      if (rlo < hi && lo < rlo + r.second) return Status::runtime_error("cudaHostRegister", 712);
+    }
     registered_[p] = bytes;
     return Status{};
   }

@@ -296,3 +296,40 @@ TEST_CASE("host registry: malloc's own large chunk, not its merged neighbours",
   std::free(aligned);
   std::free(buf);
 }
+
+TEST_CASE("host registry: a malloc buffer beside memory the driver pinned, freed",
+          "[cuda][host_registry]") {
+  FakeDriver drv;
+  {
+    RealMapRegistry r(drv);
+    REQUIRE(watch_unmaps(&r));
+    r.configure(256 * kMiB, kMiB);
+    REQUIRE(mallopt(M_MMAP_THRESHOLD, 256 << 10) == 1);
+    const size_t len = 4 * kMiB;
+    auto* buf = static_cast<unsigned char*>(std::malloc(len));
+    REQUIRE(buf);
+    uintptr_t lo = 0, hi = 0;
+    REQUIRE(r.own_mapping(reinterpret_cast<uintptr_t>(buf), len, &lo, &hi));
+    // Memory right below the chunk, registered by someone else (the
+    // driver's own pinned memory): one mapping with the chunk, for the kernel.
+    void* below = mmap(reinterpret_cast<void*>(lo - kMiB), kMiB, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    const bool beside = below != MAP_FAILED && reinterpret_cast<uintptr_t>(below) == lo - kMiB;
+    if (beside) REQUIRE(drv.host_register(below, kMiB, 0));
+    CHECK_FALSE(r.pin(buf, len, 0));
+    CHECK(r.pin(buf, len, 0));  // the chunk alone
+    CHECK(r.counters().pinned == 1);
+    CHECK(drv.registered_live() == (beside ? 2u : 1u));
+    CHECK(r.pin(buf + kMiB, kMiB, 0));  // inside it: pinned already
+    CHECK(r.counters().hits == 1);
+    std::free(buf);  // glibc unmaps the chunk: unregistered inside the unmap
+    CHECK(r.counters().unmapped == 1);
+    CHECK(drv.registered_live() == (beside ? 1u : 0u));
+    if (beside) {
+      REQUIRE(drv.host_unregister(below));
+      munmap(below, kMiB);
+    }
+    unwatch_unmaps(&r);
+  }
+  CHECK(drv.registered_live() == 0);
+}
