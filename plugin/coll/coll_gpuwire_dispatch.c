@@ -213,6 +213,10 @@ int gw_coll_dispatch_staged(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *
 int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
                  ompi_request_t **request)
 {
+    /* An inter-communicator's persistent reductions: every start runs the
+     * non-blocking form, staged on device buffers (gw_coll_inter_dispatch),
+     * libnbc's on host buffers, on every rank alike. */
+    if (OPAL_UNLIKELY(OMPI_COMM_IS_INTER(a->comm))) return gw_coll_persistent_new(m, a, false, request);
     gw_mem_kind_t kind = GW_MEM_HOST;
     if (mca_coll_gpuwire.device_ready) {
         gw_coll_region_t r[GW_REGION_COUNT];

@@ -4,7 +4,8 @@
  * takes device buffers) and point-to-point between the groups (pml
  * gpuwire). libnbc runs the non-blocking ones, and reduces with the CPU,
  * which cannot read device memory. So on an inter-communicator this module
- * provides the non-blocking reductions only:
+ * provides the non-blocking reductions and their persistent forms (each
+ * start runs the non-blocking form, gw_coll_init) only:
  *
  *   host buffers          the module below (libnbc), in initiation order
  *                         behind this module's staged calls
@@ -39,7 +40,8 @@ int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *c
     return gw_coll_staged.run(m, a, r, NULL, request);
 }
 
-/* The entry points of intra-communicators, the non-blocking reductions only:
+/* The entry points of intra-communicators, the non-blocking reductions and
+ * their persistent forms only:
  * gw_coll_dispatch sends an inter-communicator's calls here. */
 void gw_coll_inter_install(mca_coll_base_module_t *m)
 {
@@ -50,4 +52,8 @@ void gw_coll_inter_install(mca_coll_base_module_t *m)
     m->coll_ireduce = all.coll_ireduce;
     m->coll_ireduce_scatter = all.coll_ireduce_scatter;
     m->coll_ireduce_scatter_block = all.coll_ireduce_scatter_block;
+    m->coll_allreduce_init = all.coll_allreduce_init;
+    m->coll_reduce_init = all.coll_reduce_init;
+    m->coll_reduce_scatter_init = all.coll_reduce_scatter_init;
+    m->coll_reduce_scatter_block_init = all.coll_reduce_scatter_block_init;
 }

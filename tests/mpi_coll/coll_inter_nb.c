@@ -8,7 +8,9 @@
  * the other group's vectors. Ireduce: rank 0 of each group in turn is the
  * root (MPI_ROOT), the rest of its group passes MPI_PROC_NULL, the other
  * group sends. Counts 1, odd and large; several calls in flight at once.
- * Ireduce_scatter(_block): my group's part of the other group's sum. Ibcast,
+ * Ireduce_scatter(_block): my group's part of the other group's sum. The
+ * reductions run twice: MPI_I<op>, then the persistent form where this MPI
+ * has it (MPIX_<op>_init in Open MPI 4.1). Ibcast,
  * Iallgather and Ialltoall: libnbc's point-to-point schedules.
  *
  *   coll_inter_nb host | fakedev | device
@@ -60,6 +62,20 @@ static void check(const int *got, long n, const char *what)
     }
 }
 
+/* Waits for the requests; persistent ones (t_persistent) stay, inactive, and
+ * are freed. */
+static void waitall(int n, MPI_Request *req)
+{
+    MT_CHECK_MPI(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+    for (int i = 0; i < n && t_persistent; ++i) {
+        if (MPI_REQUEST_NULL == req[i]) {
+            mt_fail(__FILE__, __LINE__, "MPI_Waitall freed persistent request %d", i);
+        } else {
+            MT_CHECK_MPI(MPI_Request_free(&req[i]));
+        }
+    }
+}
+
 static void allreduce_and_reduce(MPI_Comm inter, long n)
 {
     int lrank;
@@ -70,15 +86,15 @@ static void allreduce_and_reduce(MPI_Comm inter, long n)
     /* Two Iallreduces and an Ireduce in flight. */
     buf_t s = buf_new(n, mine), r1 = buf_new(n, got), r2 = buf_new(n, got), r3 = buf_new(n, got);
     MPI_Request req[4];
-    MT_CHECK_MPI(MPI_Iallreduce(s.mem, r1.mem, (int)n, MPI_INT, MPI_SUM, inter, &req[0]));
-    MT_CHECK_MPI(MPI_Iallreduce(s.mem, r2.mem, (int)n, MPI_INT, MPI_SUM, inter, &req[1]));
+    MT_CHECK_MPI(T_Iallreduce(s.mem, r1.mem, (int)n, MPI_INT, MPI_SUM, inter, &req[0]));
+    MT_CHECK_MPI(T_Iallreduce(s.mem, r2.mem, (int)n, MPI_INT, MPI_SUM, inter, &req[1]));
     /* Ireduce to rank 0 of the even group, then of the odd one. */
     for (int g = 0; g < 2; ++g) {
         const int root = wrank % 2 == g ? (0 == lrank ? MPI_ROOT : MPI_PROC_NULL) : 0;
-        MT_CHECK_MPI(MPI_Ireduce(s.mem, MPI_ROOT == root ? r3.mem : NULL, (int)n, MPI_INT,
-                                 MPI_SUM, root, inter, &req[2 + g]));
+        MT_CHECK_MPI(T_Ireduce(s.mem, MPI_ROOT == root ? r3.mem : NULL, (int)n, MPI_INT, MPI_SUM,
+                               root, inter, &req[2 + g]));
     }
-    MT_CHECK_MPI(MPI_Waitall(4, req, MPI_STATUSES_IGNORE));
+    waitall(4, req);
     buf_get(&r1, got);
     check(got, n, "MPI_Iallreduce (first)");
     buf_get(&r2, got);
@@ -119,9 +135,9 @@ static void reduce_scatter(MPI_Comm inter, long total)
     memset(got, 0xee, total * sizeof(int));
     buf_t s = buf_new(total, mine), rv = buf_new(counts[lrank], got), rb = buf_new(block, got);
     MPI_Request req[2];
-    MT_CHECK_MPI(MPI_Ireduce_scatter(s.mem, rv.mem, counts, MPI_INT, MPI_SUM, inter, &req[0]));
-    MT_CHECK_MPI(MPI_Ireduce_scatter_block(s.mem, rb.mem, block, MPI_INT, MPI_SUM, inter, &req[1]));
-    MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    MT_CHECK_MPI(T_Ireduce_scatter(s.mem, rv.mem, counts, MPI_INT, MPI_SUM, inter, &req[0]));
+    MT_CHECK_MPI(T_Ireduce_scatter_block(s.mem, rb.mem, block, MPI_INT, MPI_SUM, inter, &req[1]));
+    waitall(2, req);
     buf_get(&rv, got);
     for (long j = 0; j < counts[lrank]; ++j) {
         if (got[j] != other_sum(before + j)) {
@@ -224,15 +240,20 @@ int main(int argc, char **argv)
     /* The other group's leader is world rank 1 (for the even group) or 0. */
     MT_CHECK_MPI(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, wrank % 2 ? 0 : 1, 77, &inter));
     MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
-    const long counts[] = {1, 4097, 1 << 18};
-    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
-        allreduce_and_reduce(inter, counts[k]);
+    /* The reductions as MPI_I<op>, then in their persistent form. */
+    for (int form = 0; form < (t_persistent_available() ? 2 : 1); ++form) {
+        t_persistent = 1 == form;
+        const long counts[] = {1, 4097, 1 << 18};
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
+            allreduce_and_reduce(inter, counts[k]);
+        }
+        /* Totals every group size here divides (1, 2 or 3 ranks a group). */
+        const long totals[] = {6, 6 * 4099, 6 << 16};
+        for (size_t k = 0; k < sizeof(totals) / sizeof(totals[0]); ++k) {
+            reduce_scatter(inter, totals[k]);
+        }
     }
-    /* Totals every group size here divides (1, 2 or 3 ranks a group). */
-    const long totals[] = {6, 6 * 4099, 6 << 16};
-    for (size_t k = 0; k < sizeof(totals) / sizeof(totals[0]); ++k) {
-        reduce_scatter(inter, totals[k]);
-    }
+    t_persistent = false;
     /* (The simulated device's memory is protected from the CPU, and only
      * coll gpuwire knows it: point-to-point cannot send it.) */
     if (!mem_protected(mem_send)) {
