@@ -83,6 +83,10 @@ static const struct {
           host_register_unmapped),
     LEVEL("host_registered_bytes", "Bytes of pageable host buffers pinned now",
           host_registered_bytes),
+    COUNTER("host_register_refused",
+          "Pageable host buffers used again but not pinned: not a mapping of their own, or the "
+          "driver refused (the reason at coll_gpuwire_verbose 15)",
+          host_register_refused),
     COUNTER("shared_slot_waits",
           "Times a chunk found every shared staging slot with a receiver (counted at each retry)",
           shared_slot_waits),

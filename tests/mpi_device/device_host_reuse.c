@@ -142,8 +142,9 @@ int main(int argc, char **argv)
         unsigned long long hits = counter("pml_gpuwire_host_register_hits");
         unsigned long long gone = counter("pml_gpuwire_host_register_unmapped");
         unsigned long long bytes = counter("pml_gpuwire_host_registered_bytes");
-        printf("[rank 0] host_registered %llu, hits %llu, unmapped %llu, bytes now %llu\n", reg,
-               hits, gone, bytes);
+        unsigned long long refused = counter("pml_gpuwire_host_register_refused");
+        printf("[rank 0] host_registered %llu, hits %llu, unmapped %llu, bytes now %llu, "
+               "refused %llu\n", reg, hits, gone, bytes, refused);
         MT_CHECK(reg >= 3);
         MT_CHECK(hits >= 3 * 4);
         MT_CHECK(gone >= 3); /* every buffer it pinned was freed */

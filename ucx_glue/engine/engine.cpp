@@ -495,6 +495,7 @@ void Engine::stats(gw_engine_stats_t *out) const
         out->host_registered = r.pinned;
         out->host_register_hits = r.hits;
         out->host_register_unmapped = r.unmapped;
+        out->host_register_refused = r.failed;
         out->host_registered_bytes = r.bytes;
     }
 }

@@ -393,11 +393,13 @@ typedef struct {
     /* pageable host buffers of messages to or from GPU memory pinned for
      * reuse (pml_gpuwire_host_register_bytes): registered, messages that
      * found theirs registered, unregistered because the process unmapped
-     * them, and the bytes pinned now (a level) */
+     * them, and the bytes pinned now (a level); buffers not pinned (not
+     * memory of their own, or the driver refused) */
     uint64_t host_registered;
     uint64_t host_register_hits;
     uint64_t host_register_unmapped;
     uint64_t host_registered_bytes;
+    uint64_t host_register_refused;
 } gw_engine_stats_t;
 
 /* Nonzero when buf is GPU memory (device, managed or VMM). */
