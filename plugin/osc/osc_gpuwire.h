@@ -79,6 +79,8 @@ typedef struct gw_osc_module {
     /* The same-node direct path (the core's, gpuwire/osc_direct.h); NULL: no
      * target is direct. */
     gw_osc_direct_t *direct;
+    /* The ranks' lock words mapped here (m->sync.words); NULL: none. */
+    gw_osc_lockwords_t *locks;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -119,9 +121,11 @@ typedef struct {
     int ngpus;            /* > 0 once the device layer opened */
     bool device_tried;    /* the device layer's opening was attempted */
     bool direct;          /* same-node Put/Get straight into mapped device windows */
+    bool lock_word;       /* same-node locks taken in the target's shared lock word */
     unsigned long long direct_ops;     /* pvar: Put/Get on the direct path */
     unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
     unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
+    unsigned long long word_locks;     /* pvar: locks taken in a target's lock word */
 
 } gw_osc_component_t;
 

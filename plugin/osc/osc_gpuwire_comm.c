@@ -154,6 +154,9 @@ int gw_osc_poll(gw_osc_module_t *m)
         opal_list_append(&m->incoming, &msg->super);
         work++;
     }
+    /* Requests by message queued behind a lock that a same-node origin held
+     * in this rank's word (released there, without a message). */
+    if (m->sync.nwaiters > 0) gw_osc_sync_grant_waiters(&m->sync);
     /* Strictly in arrival order: later messages wait for a large one. */
     while (!opal_list_is_empty(&m->incoming)) {
         gw_osc_msg_t *msg = (gw_osc_msg_t *)opal_list_get_first(&m->incoming);

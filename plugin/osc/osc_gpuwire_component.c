@@ -47,6 +47,7 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
     .output = -1,
     .device = true,
     .direct = true,
+    .lock_word = true,
 };
 
 static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
@@ -125,6 +126,12 @@ static int component_register(void)
         "a device buffer to a mapped window go by reference; 0: every operation is a message",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
         &mca_osc_gpuwire_component.direct);
+    (void)mca_base_component_var_register(
+        c, "lock_word",
+        "Passive-target locks of ranks on one node taken with atomics in the target's lock "
+        "word (shared memory) instead of a request and a grant; 0: every lock is a message",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
+        &mca_osc_gpuwire_component.lock_word);
     (void)mca_base_component_pvar_register(
         c, "direct_ops", "Put and Get done by a direct copy into a mapped window",
         OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
@@ -145,6 +152,14 @@ static int component_register(void)
         NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
         MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
         &mca_osc_gpuwire_component.acc_by_ref);
+    (void)mca_base_component_pvar_register(
+        c, "word_locks",
+        "Passive-target locks (lock and lock_all, per target) taken in a same-node target's "
+        "lock word, without a message",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+        &mca_osc_gpuwire_component.word_locks);
     (void)mca_base_component_var_register(
         c, "verbose", "Verbosity: 1 device support, 10 every window", MCA_BASE_VAR_TYPE_INT,
         NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
@@ -224,6 +239,7 @@ static void module_release(gw_osc_module_t *m)
     if (m->free_base) free(m->base);
     free(m->regions);
     gw_osc_sync_fini(&m->sync);
+    gw_osc_lockwords_close(m->locks);
     free(m->start_ranks);
     free(m->post_ranks);
     OBJ_DESTRUCT(&m->incoming);

@@ -31,6 +31,50 @@ static bool peer_on_node(void *ctx, int t, uint32_t *peer_id)
     return true;
 }
 
+/* This rank's lock word, before the exchange: from here on the target takes
+ * its lock there for requests by message too. Its id goes to the peers
+ * (0: none, their locks on this rank go by message). */
+static int lock_word_create(gw_osc_module_t *m, uint64_t *id)
+{
+    char why[256] = "";
+    *id = 0;
+    if (!mca_osc_gpuwire_component.lock_word) return OMPI_SUCCESS;
+    int rc = gw_osc_lockwords_create(m->size, m->rank, &m->locks, id, why, sizeof(why));
+    if (rc != 0) return gw_osc_rc(rc);
+    if (*id == 0) {
+        opal_output_verbose(1, mca_osc_gpuwire_component.output,
+                            "osc:gpuwire: rank %d's lock word (%s): its locks go by message",
+                            m->rank, why);
+        return OMPI_SUCCESS;
+    }
+    int **words = gw_osc_lockwords_table(m->locks);
+    m->sync.lock_word = words[m->rank];
+    return OMPI_SUCCESS;
+}
+
+/* After the exchange: maps the words of the peers on this node; once every
+ * rank has (a barrier, where any rank made one), the names go. */
+static int lock_words_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all)
+{
+    bool any = false;
+    for (int t = 0; t < m->size; t++) any = any || all[t].lock_id != 0;
+    if (!any) return OMPI_SUCCESS;
+    uint32_t id;
+    for (int t = 0; m->locks != NULL && t < m->size; t++) {
+        char why[256] = "";
+        if (t == m->rank || all[t].lock_id == 0 || !peer_on_node(m, t, &id)) continue;
+        if (gw_osc_lockwords_open(m->locks, t, all[t].lock_id, why, sizeof(why)) != 0) {
+            opal_output_verbose(1, mca_osc_gpuwire_component.output,
+                                "osc:gpuwire: rank %d cannot map rank %d's lock word (%s): "
+                                "its locks there go by message", m->rank, t, why);
+        }
+    }
+    if (m->locks != NULL) m->sync.words = gw_osc_lockwords_table(m->locks);
+    int rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+    gw_osc_lockwords_unlink(m->locks);
+    return rc;
+}
+
 int gw_osc_direct_setup(gw_osc_module_t *m)
 {
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
@@ -40,15 +84,21 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     gw_osc_win_desc_t *all = calloc((size_t)m->size, sizeof(*all));
     if (all == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     gw_osc_direct_describe(c->direct, &self, &mine);
-    /* Every rank takes part, whatever its window: the exchange is collective. */
-    int rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
-                                             MPI_BYTE, m->comm,
-                                             m->comm->c_coll->coll_allgather_module);
+    int rc = lock_word_create(m, &mine.lock_id);
+    /* Every rank takes part, whatever its window: the exchange is collective
+     * (a rank short of memory for its word sends none and goes on). */
+    mine.lock_id = rc == OMPI_SUCCESS ? mine.lock_id : 0;
+    rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
+                                         MPI_BYTE, m->comm, m->comm->c_coll->coll_allgather_module);
+    const bool exchanged = rc == OMPI_SUCCESS;
     int mapped = 0;
-    if (rc == OMPI_SUCCESS && c->direct) {
+    if (exchanged && c->direct) {
         rc = gw_osc_rc(gw_osc_direct_open(&self, m->size, all, peer_on_node, m, &m->direct,
                                           &mapped));
     }
+    /* (Collective too: every rank got the same ids.) */
+    int lrc = exchanged ? lock_words_open(m, all) : OMPI_SUCCESS;
+    if (rc == OMPI_SUCCESS) rc = lrc;
     free(all);
     __atomic_fetch_add(&c->direct_targets, (unsigned long long)mapped, __ATOMIC_RELAXED);
     opal_output_verbose(10, c->output, "osc:gpuwire: rank %d: Put and Get go direct to %d of %d "

@@ -165,6 +165,19 @@ int gw_osc_wait(ompi_win_t *win)
 
 /* ---- passive target ---------------------------------------------------- */
 
+/* Holds the lock on target once gw_osc_sync_lock (or _lock_all) opened the
+ * epoch: takes the target's word where it is mapped here, polling between
+ * tries, or waits for the target's grant. */
+static void take_lock(gw_osc_module_t *m, int target, int type)
+{
+    if (!gw_osc_sync_in_word(&m->sync, target)) {
+        wait_one(m, m->sync.grants, target);
+        return;
+    }
+    while (!gw_osc_lock_try(m->sync.words[target], type)) opal_progress();
+    __atomic_fetch_add(&mca_osc_gpuwire_component.word_locks, 1ULL, __ATOMIC_RELAXED);
+}
+
 int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
@@ -173,19 +186,30 @@ int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
     int rc = gw_osc_sync_lock(&m->sync, type, target, check);
     opal_mutex_unlock(&m->lock);
     if (rc != 0) return gw_osc_rc(rc);
-    if (check) wait_one(m, m->sync.grants, target);
+    if (check) take_lock(m, target, type);
     return OMPI_SUCCESS;
 }
 
 /* The unlock's acknowledgement is waited for only when operations went as
  * messages (gw_osc_sync_unlock_send); Win_free waits for every one still
- * owed. */
+ * owed. A lock held in the target's word: released once the operations sent
+ * as messages are acknowledged. */
 static uint64_t unlock_send(gw_osc_module_t *m, int target)
 {
     opal_mutex_lock(&m->lock);
     uint64_t want = gw_osc_sync_unlock_send(&m->sync, target);
     opal_mutex_unlock(&m->lock);
     return want;
+}
+
+static void unlock_wait(gw_osc_module_t *m, int target, uint64_t want)
+{
+    if (gw_osc_sync_in_word(&m->sync, target)) {
+        gw_osc_wait_reached(m, &m->sync.acked[target], want);
+        gw_osc_lock_release(m->sync.words[target]);
+    } else if (want) {
+        gw_osc_wait_reached(m, &m->sync.unlocks[target], want);
+    }
 }
 
 static uint64_t flush_send(gw_osc_module_t *m, int target)
@@ -202,8 +226,7 @@ int gw_osc_unlock(int target, ompi_win_t *win)
     int rc = gw_osc_sync_unlock_check(&m->sync, target, false);
     if (rc != 0) return gw_osc_rc(rc);
     rc = gw_osc_direct_settle(m);
-    uint64_t want = unlock_send(m, target);
-    if (want) gw_osc_wait_reached(m, &m->sync.unlocks[target], want);
+    unlock_wait(m, target, unlock_send(m, target));
     gw_osc_wait_pending(m);
     gw_osc_sync_unlocked(&m->sync, target, false);
     return rc;
@@ -218,7 +241,7 @@ int gw_osc_lock_all(int assert, ompi_win_t *win)
     opal_mutex_unlock(&m->lock);
     if (rc != 0) return gw_osc_rc(rc);
     if (check) {
-        for (int t = 0; t < m->size; t++) wait_one(m, m->sync.grants, t);
+        for (int t = 0; t < m->size; t++) take_lock(m, t, MPI_LOCK_SHARED);
     }
     return OMPI_SUCCESS;
 }
@@ -232,9 +255,7 @@ int gw_osc_unlock_all(ompi_win_t *win)
     uint64_t *want = calloc((size_t)m->size, sizeof(*want));
     if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
     for (int t = 0; t < m->size; t++) want[t] = unlock_send(m, t);
-    for (int t = 0; t < m->size; t++) {
-        if (want[t]) gw_osc_wait_reached(m, &m->sync.unlocks[t], want[t]);
-    }
+    for (int t = 0; t < m->size; t++) unlock_wait(m, t, want[t]);
     free(want);
     gw_osc_wait_pending(m);
     gw_osc_sync_unlocked(&m->sync, -1, true);

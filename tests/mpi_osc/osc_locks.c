@@ -8,7 +8,9 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "mpi_pvar.h"
 #include "mpitest.h"
 
 #define ROUNDS 25
@@ -142,11 +144,52 @@ static void pscw_test(void)
     MPI_Group_free(&world);
 }
 
+/* osc_gpuwire_word_locks: locks taken in a same-node target's lock word.
+ * Every rank of these tests shares one node, so they grow unless this rank
+ * sends its locks as messages (osc_gpuwire_lock_word 0, which a test may
+ * give one rank only: the others then take the word of a target that also
+ * grants requests by message). */
+static MPI_T_pvar_session pv_session;
+static MPI_T_pvar_handle pv_words = MPI_T_PVAR_HANDLE_NULL;
+
+static void words_open(void)
+{
+    int provided = 0, count = 0;
+    MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    MT_CHECK_MPI(MPI_T_pvar_session_create(&pv_session));
+    int idx = find_pvar("osc_gpuwire_word_locks");
+    if (idx < 0) {
+        mt_fail(__FILE__, __LINE__, "no performance variable osc_gpuwire_word_locks");
+        return;
+    }
+    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_words, &count));
+}
+
+static void words_check(void)
+{
+    unsigned long long v = 0;
+    if (pv_words != MPI_T_PVAR_HANDLE_NULL) {
+        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_words, &v));
+        MPI_T_pvar_handle_free(pv_session, &pv_words);
+    }
+    MPI_T_pvar_session_free(&pv_session);
+    MPI_T_finalize();
+    const char *env = getenv("OMPI_MCA_osc_gpuwire_lock_word");
+    const int words = env == NULL || strcmp(env, "0") != 0;
+    if (words) {
+        MT_CHECK(v >= ROUNDS);
+    } else {
+        MT_CHECK_EQ(v, 0ULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
+    words_open();
     exclusive_counter();
     big_transfers();
     pscw_test();
+    words_check();
     return mt_finish();
 }

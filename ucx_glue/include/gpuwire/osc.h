@@ -138,16 +138,24 @@ typedef struct {
     uint64_t *unlocks;     /* unlock acknowledgements from each target, ever */
     uint64_t *unlocks_sent; /* unlocks sent to each target, ever */
 
-    /* Target lock state: > 0 shared holders, -1 exclusive; the requests
-     * waiting, first come first served. */
+    /* Target lock state: > 0 shared holders, -1 exclusive, 0 free. lock_word
+     * points at lock_state, or at this rank's word in shared memory, which
+     * same-node origins take themselves (gw_osc_lock_try); the requests by
+     * message waiting, first come first served (tried again by
+     * gw_osc_sync_grant_waiters, which the target calls as it polls). */
     int lock_state;
+    int *lock_word;
     gw_osc_waiter_t *waiters;
     int nwaiters, cap_waiters;
 
     /* Origin epochs: per target, 1 exclusive, 2 shared, | 4 when the target
-     * really holds it (not MPI_MODE_NOCHECK); 0 none. */
+     * really holds it (not MPI_MODE_NOCHECK), | 8 when it is taken in the
+     * target's word (words[target]) rather than asked for; 0 none. */
     int *locked;
     bool lock_all;
+    /* Per target: its lock word mapped here, NULL where locks go by message;
+     * NULL: none (gw_osc_lockwords_table). */
+    int **words;
 
     /* Per target: the count its acknowledgement must reach before the origin
      * buffers of the accumulates sent to it by reference are free again;
@@ -182,16 +190,21 @@ GW_CORE_API bool gw_osc_sync_exposure_done(const gw_osc_sync_t *s, const int *ra
 GW_CORE_API int gw_osc_sync_complete(gw_osc_sync_t *s, const int *ranks, int n);
 
 /* Passive target, origin side. lock: opens an epoch on target (check: ask
- * the target, then wait for grants[target]); GW_OSC_ERR_RANGE/_SYNC.
- * lock_all: every target, shared. */
+ * the target, then wait for grants[target]; where words[target] is mapped,
+ * nothing is sent and the caller takes the word with gw_osc_lock_try);
+ * GW_OSC_ERR_RANGE/_SYNC. lock_all: every target, shared. */
 GW_CORE_API int gw_osc_sync_lock(gw_osc_sync_t *s, int type, int target, bool check);
 GW_CORE_API int gw_osc_sync_lock_all(gw_osc_sync_t *s, bool check);
 /* Whether an unlock of target (lock_all: all) may go; GW_OSC_ERR_SYNC if not. */
 GW_CORE_API int gw_osc_sync_unlock_check(const gw_osc_sync_t *s, int target, bool all);
 /* Sends target's unlock; returns the count unlocks[target] must reach
  * before the unlock returns (0: no need to wait, no operation went as a
- * message since the last acknowledgement). */
+ * message since the last acknowledgement). A lock taken in the target's word
+ * (gw_osc_sync_in_word): sends a flush instead where operations went as
+ * messages, and returns the count acked[target] must reach before the caller
+ * releases the word (gw_osc_lock_release). */
 GW_CORE_API uint64_t gw_osc_sync_unlock_send(gw_osc_sync_t *s, int target);
+GW_CORE_API bool gw_osc_sync_in_word(const gw_osc_sync_t *s, int target);
 /* The epoch on target (lock_all: every target) is over. */
 GW_CORE_API void gw_osc_sync_unlocked(gw_osc_sync_t *s, int target, bool all);
 /* Whether target may be flushed: 0, GW_OSC_ERR_RANGE or GW_OSC_ERR_SYNC. */
@@ -208,6 +221,34 @@ GW_CORE_API int gw_osc_sync_ref_sent(gw_osc_sync_t *s, int target);
  * accumulates sent to target by reference are free; sends a flush (for that
  * count) when it has not been reached. 0: nothing to wait for. */
 GW_CORE_API uint64_t gw_osc_sync_ref_flush(gw_osc_sync_t *s, int target);
+
+/* ---- lock words: passive-target locks in shared memory ---------------------- */
+
+/* Takes the lock in *word when type allows it (exclusive: free; shared: not
+ * held exclusively); atomic, never waits. */
+GW_CORE_API bool gw_osc_lock_try(int *word, int type);
+/* Releases the caller's hold on *word. */
+GW_CORE_API void gw_osc_lock_release(int *word);
+
+/* The lock words of a window's ranks as this rank maps them
+ * (ucx_glue/osc/lockword). */
+typedef struct gw_osc_lockwords gw_osc_lockwords_t;
+/* Makes this rank's word (a page of POSIX shared memory, free) in a table of
+ * nranks. *id, for the peers (0 when shared memory refused it: why says why,
+ * and the rank's locks go by message); 0, GW_OSC_ERR_RANGE or
+ * GW_OSC_ERR_NOMEM (*out NULL). */
+GW_CORE_API int gw_osc_lockwords_create(int nranks, int rank, gw_osc_lockwords_t **out,
+                                        uint64_t *id, char *why, size_t why_len);
+/* Maps rank t's word from its id (0: none, nothing done). 0, or -1 with why
+ * (locks on t then go by message). */
+GW_CORE_API int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id, char *why,
+                                      size_t why_len);
+/* Removes this rank's word's name once every peer has opened it. */
+GW_CORE_API void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l);
+/* The words per rank (this rank's own among them), for gw_osc_sync_t. */
+GW_CORE_API int **gw_osc_lockwords_table(gw_osc_lockwords_t *l);
+/* Unmaps every word (and removes the name if still there). NULL is ignored. */
+GW_CORE_API void gw_osc_lockwords_close(gw_osc_lockwords_t *l);
 
 /* ---- origin: an operation's target layout --------------------------------- */
 

@@ -104,6 +104,7 @@ typedef struct {
     uint32_t pad;
     uint64_t base;
     char desc[GW_OSC_DESC_BYTES];
+    uint64_t lock_id; /* its lock word (gw_osc_lockwords_create); 0: none */
 } gw_osc_win_desc_t;
 
 /* This rank's window. */

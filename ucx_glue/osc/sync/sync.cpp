@@ -16,15 +16,18 @@ bool alloc(T *&p, int n)
     return p != nullptr;
 }
 
-bool grantable(const gw_osc_sync_t *s, int type)
+// Takes the target's lock for origin's request and grants it, if it can.
+bool take(gw_osc_sync_t *s, int origin, int type)
 {
-    return type == GW_OSC_LOCK_EXCLUSIVE ? s->lock_state == 0 : s->lock_state >= 0;
+    if (!gw_osc_lock_try(s->lock_word, type)) return false;
+    s->ops.send_ctl(s->ops.ctx, origin, GW_OSC_GRANT, 0, 0);
+    return true;
 }
 
-void take(gw_osc_sync_t *s, int origin, int type)
+// Where origins take target's lock themselves: the word is mapped here.
+bool word_of(const gw_osc_sync_t *s, int target)
 {
-    s->lock_state = type == GW_OSC_LOCK_EXCLUSIVE ? -1 : s->lock_state + 1;
-    s->ops.send_ctl(s->ops.ctx, origin, GW_OSC_GRANT, 0, 0);
+    return s->words != nullptr && s->words[target] != nullptr;
 }
 
 bool valid(const gw_osc_sync_t *s, int rank) { return rank >= 0 && rank < s->size; }
@@ -38,6 +41,7 @@ int gw_osc_sync_init(gw_osc_sync_t *s, int size, const gw_osc_sync_ops_t *ops)
     *s = gw_osc_sync_t{};
     s->size = size;
     s->ops = *ops;
+    s->lock_word = &s->lock_state;
     int n = size > 0 ? size : 1;
     if (!alloc(s->sent, n) || !alloc(s->applied, n) || !alloc(s->flush_want, n) ||
         !alloc(s->flush_kind, n) || !alloc(s->complete_want, n) || !alloc(s->posts, n) ||
@@ -74,10 +78,7 @@ void gw_osc_sync_fini(gw_osc_sync_t *s)
 
 int gw_osc_sync_lock_request(gw_osc_sync_t *s, int origin, int type)
 {
-    if (s->nwaiters == 0 && grantable(s, type)) {
-        take(s, origin, type);
-        return 0;
-    }
+    if (s->nwaiters == 0 && take(s, origin, type)) return 0;
     if (s->nwaiters == s->cap_waiters) {
         int cap = s->cap_waiters ? 2 * s->cap_waiters : 8;
         auto *w = static_cast<gw_osc_waiter_t *>(
@@ -94,8 +95,8 @@ int gw_osc_sync_lock_request(gw_osc_sync_t *s, int origin, int type)
 void gw_osc_sync_grant_waiters(gw_osc_sync_t *s)
 {
     int granted = 0;
-    while (granted < s->nwaiters && grantable(s, s->waiters[granted].type)) {
-        take(s, s->waiters[granted].origin, s->waiters[granted].type);
+    while (granted < s->nwaiters &&
+           take(s, s->waiters[granted].origin, s->waiters[granted].type)) {
         granted++;
     }
     for (int i = granted; i < s->nwaiters; i++) s->waiters[i - granted] = s->waiters[i];
@@ -108,7 +109,7 @@ void gw_osc_sync_check_flushes(gw_osc_sync_t *s, int origin)
     if (kind == 0 || s->applied[origin] < s->flush_want[origin]) return;
     s->flush_kind[origin] = 0;
     if ((kind & 0xff) == GW_OSC_UNLOCK && (kind & 0x100)) {
-        s->lock_state = s->lock_state < 0 ? 0 : s->lock_state - 1;
+        gw_osc_lock_release(s->lock_word);
         gw_osc_sync_grant_waiters(s);
     }
     // aux 1: this acknowledges an unlock.
@@ -203,8 +204,12 @@ int gw_osc_sync_lock(gw_osc_sync_t *s, int type, int target, bool check)
     if (!valid(s, target)) return GW_OSC_ERR_RANGE;
     if (s->locked[target] != 0 || s->lock_all) return GW_OSC_ERR_SYNC;
     s->locked[target] = (type == GW_OSC_LOCK_EXCLUSIVE ? 1 : 2) | (check ? 4 : 0);
-    // (a failed send has its caller's line)
-    if (check) (void)s->ops.send_ctl(s->ops.ctx, target, GW_OSC_LOCK, type, 0);
+    if (check && word_of(s, target)) {
+        s->locked[target] |= 8;
+    } else if (check) {
+        // (a failed send has its caller's line)
+        (void)s->ops.send_ctl(s->ops.ctx, target, GW_OSC_LOCK, type, 0);
+    }
     return 0;
 }
 
@@ -216,7 +221,11 @@ int gw_osc_sync_lock_all(gw_osc_sync_t *s, bool check)
     }
     for (int t = 0; t < s->size; t++) {
         s->locked[t] = 2 | (check ? 4 : 0);
-        if (check) (void)s->ops.send_ctl(s->ops.ctx, t, GW_OSC_LOCK, GW_OSC_LOCK_SHARED, 0);
+        if (check && word_of(s, t)) {
+            s->locked[t] |= 8;
+        } else if (check) {
+            (void)s->ops.send_ctl(s->ops.ctx, t, GW_OSC_LOCK, GW_OSC_LOCK_SHARED, 0);
+        }
     }
     s->lock_all = true;
     return 0;
@@ -238,11 +247,19 @@ int gw_osc_sync_unlock_check(const gw_osc_sync_t *s, int target, bool all)
 // after it). Freeing the window waits for every acknowledgement still owed.
 uint64_t gw_osc_sync_unlock_send(gw_osc_sync_t *s, int target)
 {
+    // Taken in the word: the target has nothing to release, only operations
+    // sent as messages to apply before the caller releases it.
+    if (gw_osc_sync_in_word(s, target)) return gw_osc_sync_flush_send(s, target);
     bool wait = s->acked[target] < s->sent[target];
     (void)s->ops.send_ctl(s->ops.ctx, target, GW_OSC_UNLOCK, (s->locked[target] & 4) ? 1 : 0,
                           s->sent[target]);
     uint64_t want = ++s->unlocks_sent[target];
     return wait ? want : 0;
+}
+
+bool gw_osc_sync_in_word(const gw_osc_sync_t *s, int target)
+{
+    return valid(s, target) && (s->locked[target] & 8) != 0;
 }
 
 void gw_osc_sync_unlocked(gw_osc_sync_t *s, int target, bool all)

@@ -1,0 +1,174 @@
+// Passive-target locks in shared memory (gpuwire/osc.h, ucx_glue/osc/lockword):
+// the word's states, a rank's word mapped twice (as a peer on its node
+// would), the target taking the same word for requests by message, and the
+// origin's epochs on targets whose word it maps.
+#include "gw_catch.hpp"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fake_window.hpp"
+
+using gwtest::Ctl;
+using gwtest::FakeWindow;
+
+namespace {
+
+constexpr int kExcl = GW_OSC_LOCK_EXCLUSIVE;
+constexpr int kShared = GW_OSC_LOCK_SHARED;
+
+bool name_exists(uint64_t id)
+{
+    char name[64];
+    std::snprintf(name, sizeof(name), "/gwosc.%u.%u", static_cast<unsigned>(id >> 32),
+                  static_cast<unsigned>(id & 0xffffffffu));
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+}  // namespace
+
+TEST_CASE("a lock word: exclusive alone, shared together", "[osc][lockword]")
+{
+    int w = 0;
+    CHECK(gw_osc_lock_try(&w, kShared));
+    CHECK(gw_osc_lock_try(&w, kShared));
+    CHECK(w == 2);
+    CHECK_FALSE(gw_osc_lock_try(&w, kExcl));
+    gw_osc_lock_release(&w);
+    gw_osc_lock_release(&w);
+    CHECK(w == 0);
+    CHECK(gw_osc_lock_try(&w, kExcl));
+    CHECK(w == -1);
+    CHECK_FALSE(gw_osc_lock_try(&w, kExcl));
+    CHECK_FALSE(gw_osc_lock_try(&w, kShared));
+    gw_osc_lock_release(&w);
+    CHECK(w == 0);
+}
+
+TEST_CASE("a rank's word is one word for every rank that maps it", "[osc][lockword]")
+{
+    // Rank 1 of 3 makes its word; rank 0 (the same process here) maps it
+    // from the id, as a peer on the node does after the exchange.
+    gw_osc_lockwords_t *own = nullptr, *peer = nullptr;
+    uint64_t id = 0, id0 = 0;
+    char why[256] = "";
+    REQUIRE(0 == gw_osc_lockwords_create(3, 1, &own, &id, why, sizeof(why)));
+    INFO(why);
+    REQUIRE(id != 0);
+    REQUIRE(0 == gw_osc_lockwords_create(3, 0, &peer, &id0, why, sizeof(why)));
+    CHECK(id0 != id);
+    gw_osc_lockwords_close(peer);
+    CHECK_FALSE(name_exists(id0));  // closed before it was unlinked: the name goes too
+    CHECK(GW_OSC_ERR_RANGE == gw_osc_lockwords_create(3, 3, &peer, &id0, why, sizeof(why)));
+    CHECK(peer == nullptr);
+    REQUIRE(0 == gw_osc_lockwords_create(3, 0, &peer, &id0, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_open(peer, 1, id, why, sizeof(why)));
+    CHECK(0 == gw_osc_lockwords_open(peer, 2, 0, why, sizeof(why)));  // none: messages
+    CHECK(GW_OSC_ERR_RANGE == gw_osc_lockwords_open(peer, 3, id, why, sizeof(why)));
+    int **mine = gw_osc_lockwords_table(own);
+    int **theirs = gw_osc_lockwords_table(peer);
+    REQUIRE(mine[1] != nullptr);
+    CHECK(mine[0] == nullptr);
+    REQUIRE(theirs[1] != nullptr);
+    CHECK(theirs[1] != mine[1]);  // two mappings
+    CHECK(theirs[0] != nullptr);  // rank 0's own
+    CHECK(theirs[2] == nullptr);
+    CHECK(*mine[1] == 0);
+    CHECK(gw_osc_lock_try(theirs[1], kExcl));
+    CHECK(*mine[1] == -1);
+    CHECK_FALSE(gw_osc_lock_try(mine[1], kShared));
+    gw_osc_lock_release(theirs[1]);
+    CHECK(gw_osc_lock_try(mine[1], kShared));
+    CHECK(*theirs[1] == 1);
+    gw_osc_lock_release(mine[1]);
+
+    // The name goes once every peer has mapped it; the mappings stay.
+    CHECK(name_exists(id));
+    gw_osc_lockwords_unlink(own);
+    CHECK_FALSE(name_exists(id));
+    char why2[256] = "";
+    gw_osc_lockwords_t *late = nullptr;
+    uint64_t id2 = 0;
+    REQUIRE(0 == gw_osc_lockwords_create(3, 2, &late, &id2, why2, sizeof(why2)));
+    CHECK(-1 == gw_osc_lockwords_open(late, 1, id, why2, sizeof(why2)));
+    CHECK(std::string(why2).find("shm_open") != std::string::npos);
+    CHECK(gw_osc_lock_try(theirs[1], kShared));
+    CHECK(*mine[1] == 1);
+    gw_osc_lockwords_close(late);
+    gw_osc_lockwords_close(peer);
+    gw_osc_lockwords_close(own);
+    gw_osc_lockwords_close(nullptr);
+}
+
+TEST_CASE("the target takes its word for requests by message", "[osc][lockword]")
+{
+    FakeWindow w(3);
+    int word = 0;
+    w.s.lock_word = &word;
+    // A same-node origin holds the word exclusively: a request by message
+    // waits, and is granted when the target polls after the release.
+    REQUIRE(gw_osc_lock_try(&word, kExcl));
+    REQUIRE(0 == w.deliver(2, GW_OSC_LOCK, kShared));
+    CHECK(w.take().empty());
+    CHECK(w.s.nwaiters == 1);
+    gw_osc_sync_grant_waiters(&w.s);
+    CHECK(w.take().empty());
+    gw_osc_lock_release(&word);
+    gw_osc_sync_grant_waiters(&w.s);
+    CHECK(w.take() == std::vector<Ctl>{Ctl{2, GW_OSC_GRANT, 0, 0}});
+    CHECK(word == 1);
+    CHECK(w.s.lock_state == 0);  // the word, not the private state
+    // Beside it, a same-node origin takes it shared; not exclusively.
+    CHECK(gw_osc_lock_try(&word, kShared));
+    CHECK_FALSE(gw_osc_lock_try(&word, kExcl));
+    gw_osc_lock_release(&word);
+    // The unlock by message releases the word.
+    REQUIRE(0 == w.deliver(2, GW_OSC_UNLOCK, 1, 0));
+    CHECK(w.take() == std::vector<Ctl>{Ctl{2, GW_OSC_ACK, 1, 0}});
+    CHECK(word == 0);
+}
+
+TEST_CASE("origin: a target whose word is mapped is locked without a message",
+          "[osc][lockword]")
+{
+    FakeWindow w(3);
+    int word1 = 0;
+    std::vector<int *> words = {nullptr, &word1, nullptr};
+    w.s.words = words.data();
+    REQUIRE(0 == gw_osc_sync_lock(&w.s, kExcl, 1, true));
+    CHECK(w.take().empty());
+    CHECK(w.s.locked[1] == (1 | 4 | 8));
+    CHECK(gw_osc_sync_in_word(&w.s, 1));
+    CHECK_FALSE(gw_osc_sync_in_word(&w.s, 0));
+    CHECK_FALSE(gw_osc_sync_in_word(&w.s, 7));
+    // Nothing went as a message: the word is released at once (no unlock
+    // message, none owed). With operations sent, a flush asks for their
+    // acknowledgement first.
+    CHECK(0 == gw_osc_sync_unlock_send(&w.s, 1));
+    CHECK(w.take().empty());
+    w.s.sent[1] = 2;
+    CHECK(2 == gw_osc_sync_unlock_send(&w.s, 1));
+    CHECK(w.take() == std::vector<Ctl>{Ctl{1, GW_OSC_FLUSH, 0, 2}});
+    CHECK(w.s.unlocks_sent[1] == 0);
+    gw_osc_sync_unlocked(&w.s, 1, false);
+    // MPI_MODE_NOCHECK takes nothing.
+    REQUIRE(0 == gw_osc_sync_lock(&w.s, kShared, 1, false));
+    CHECK(w.s.locked[1] == 2);
+    gw_osc_sync_unlocked(&w.s, 1, false);
+    // lock_all: words where mapped, requests elsewhere.
+    REQUIRE(0 == gw_osc_sync_lock_all(&w.s, true));
+    CHECK(w.take() == std::vector<Ctl>{Ctl{0, GW_OSC_LOCK, kShared, 0},
+                                       Ctl{2, GW_OSC_LOCK, kShared, 0}});
+    CHECK(w.s.locked[1] == (2 | 4 | 8));
+    CHECK(w.s.locked[2] == (2 | 4));
+    w.s.words = nullptr;
+}
