@@ -83,7 +83,7 @@ public:
         return ctx_->host_registry().counters();
     }
     // Whether the process's unmaps reach the registry (UCM's hooks).
-    bool unmaps_watched() const { return ctx_->unmaps_watched(); }
+    bool host_registry_hooked() const { return ctx_->host_registry_hooked(); }
 
     cuda::Status export_range(const cuda::MemoryInfo &mi, const void *buf, size_t len,
                               cuda::IpcBlob *blob)

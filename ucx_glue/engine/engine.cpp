@@ -167,7 +167,7 @@ gw_status_t Engine::init(std::string &why)
         !dev_ ? "none" : path_.ipc_enabled ? "CUDA IPC" : "staged through host memory");
     if (dev_ && params_.host_register_bytes)
         log(GW_LOG_INFO, "pageable host buffers used again: %s",
-            dev_->unmaps_watched() ? "pinned on their second use (host registry)"
+            dev_->host_registry_hooked() ? "pinned on their second use (host registry)"
                                    : "staged; no unmap events from UCX's memory hooks (UCM), "
                                      "so the host registry is off");
     log(GW_LOG_INFO, "engine up: peer %u of %u, worker address %zu bytes, %s threads",

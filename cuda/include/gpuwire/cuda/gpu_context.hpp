@@ -128,8 +128,9 @@ class GpuContext {
   void configure_host_registry(size_t max_bytes, size_t min_bytes) {
     registry_.configure(registry_hooked_ ? max_bytes : 0, min_bytes);
   }
-  // Whether unmaps reach the registry and the classifier (UCM's hooks).
-  bool unmaps_watched() const { return registry_hooked_ && unmap_hooked_; }
+  // Whether unmaps reach the host registry (UCM's hooks): without them it
+  // stays off.
+  bool host_registry_hooked() const { return registry_hooked_; }
   size_t pinned_chunk_bytes() const { return pinned_.chunk_bytes(); }
   size_t pinned_staging_bytes() const { return pinned_.capacity() * pinned_.chunk_bytes(); }
 
