@@ -10,16 +10,12 @@
 #   error      its MPI_Wait returns (peer failure detection on): an MPI error,
 #              or success when the bytes had all moved before the kill
 #   noabort    anything but an abort of its own (waits, errs, or completes)
-#   ucx-cma    as noabort, except the one abort UCX 1.13 makes without peer
-#              error handling: its fatal "process_vm_readv ... No such
-#              process" when the killed sender's memory is gone mid-read
-#              (docs/reliability.md); any other abort still fails
 # Passes the flags on (pml gpuwire and its parameters among them). With
 # ":device" the transfer is between GPU buffers; exit 77 (skipped) without a GPU.
 set -u
 MPIRUN=$1 PROG=$2 VICTIM=$3 MIB=${4%%:*} MEM=host EXPECT=$5
 case $4 in *:device) MEM=device ;; esac
-case $EXPECT in error | noabort | ucx-cma) ;; *) echo "unknown expectation: $EXPECT"; exit 2 ;; esac
+case $EXPECT in error | noabort) ;; *) echo "unknown expectation: $EXPECT"; exit 2 ;; esac
 shift 5
 LIMIT=30
 
@@ -64,13 +60,9 @@ fi
 # The survivor must not abort by itself (Open MPI's handler prints "Signal:"
 # for it; the killed rank dies by SIGKILL and prints nothing).
 if grep -q '^\[.*\] Signal: ' "$dir/out"; then
-    if [ "$EXPECT" = ucx-cma ] && grep -q 'process_vm_readv.*No such process' "$dir/out"; then
-        echo "known: the survivor aborted in UCX's CMA read of the killed sender (no peer error handling)"
-    else
-        echo "FAIL: the survivor (rank $srank) aborted by itself; output:"
-        head -40 "$dir/out"
-        fail=1
-    fi
+    echo "FAIL: the survivor (rank $srank) aborted by itself; output:"
+    head -40 "$dir/out"
+    fail=1
 # (Open MPI 5's prterun breaks that sentence over two lines: read it as one.)
 elif ! tr -s '\n\t ' ' ' <"$dir/out" |
         grep -Eq "process rank $vrank with PID [0-9]+ on node [^ ]+ exited on signal 9"; then

@@ -338,11 +338,12 @@ ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = static_cast<const ucp_address_t *>(addr);
     ep.err_mode = params_.err_mode_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    if (params_.err_mode_peer) {
-        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.err_handler.cb = &Engine::on_ep_error;
-        ep.err_handler.arg = this;
-    }
+    // In either mode: without a callback UCX makes a transport's error fatal
+    // (a receiver's CMA read of a sender that died aborts the process);
+    // with one, the operation fails and the engine ends the rest.
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = &Engine::on_ep_error;
+    ep.err_handler.arg = this;
     ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
     if (s != UCS_OK) {
         if (!quiet) log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
