@@ -51,4 +51,49 @@ static inline unsigned long long pvar_value_now(const char *name)
     return v;
 }
 
+/* Counters read as their growth from the handles' allocation (a fresh
+ * handle reads a counter as 0): one session, one handle per name, MPI_T
+ * initialised by the caller. open returns the index of the first name that
+ * is no performance variable (its handle stays null and reads 0), or -1. */
+#define PVAR_COUNTERS_MAX 8
+typedef struct {
+    MPI_T_pvar_session session;
+    int n;
+    MPI_T_pvar_handle h[PVAR_COUNTERS_MAX];
+} pvar_counters_t;
+
+static inline int pvar_counters_open(pvar_counters_t *c, const char *const *names, int n)
+{
+    int missing = -1, count = 0;
+    c->n = n < PVAR_COUNTERS_MAX ? n : PVAR_COUNTERS_MAX;
+    if (MPI_T_pvar_session_create(&c->session) != MPI_SUCCESS) return 0;
+    for (int i = 0; i < c->n; ++i) {
+        c->h[i] = MPI_T_PVAR_HANDLE_NULL;
+        int idx = find_pvar(names[i]);
+        if (idx < 0 ||
+            MPI_T_pvar_handle_alloc(c->session, idx, NULL, &c->h[i], &count) != MPI_SUCCESS) {
+            c->h[i] = MPI_T_PVAR_HANDLE_NULL;
+            if (missing < 0) missing = i;
+        }
+    }
+    return missing;
+}
+
+static inline unsigned long long pvar_counters_read(pvar_counters_t *c, int i)
+{
+    unsigned long long v = 0;
+    if (i >= 0 && i < c->n && c->h[i] != MPI_T_PVAR_HANDLE_NULL &&
+        MPI_T_pvar_read(c->session, c->h[i], &v) != MPI_SUCCESS)
+        v = 0;
+    return v;
+}
+
+static inline void pvar_counters_close(pvar_counters_t *c)
+{
+    for (int i = 0; i < c->n; ++i) {
+        if (c->h[i] != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(c->session, &c->h[i]);
+    }
+    MPI_T_pvar_session_free(&c->session);
+}
+
 #endif

@@ -87,45 +87,13 @@ static void own_copy_sees_new_bytes(const unsigned char *host, size_t len, unsig
     CUDA_OK(cudaFree(d));
 }
 
-/* The registry's counters, read through handles allocated at the start: a
- * counter reads as its growth since its handle's allocation. */
+/* The registry's counters, read as their growth since the start. */
 static const char *const counter_names[] = {
     "pml_gpuwire_host_registered", "pml_gpuwire_host_register_hits",
     "pml_gpuwire_host_register_unmapped", "pml_gpuwire_host_register_refused"};
 enum { C_REGISTERED, C_HITS, C_UNMAPPED, C_REFUSED, C_COUNT };
-static MPI_T_pvar_session pv_session;
-static MPI_T_pvar_handle pv_handle[C_COUNT];
-
-static void counters_open(void)
-{
-    int count = 0;
-    MT_CHECK_MPI(MPI_T_pvar_session_create(&pv_session));
-    for (int i = 0; i < C_COUNT; i++) {
-        pv_handle[i] = MPI_T_PVAR_HANDLE_NULL;
-        int idx = find_pvar(counter_names[i]);
-        if (idx < 0) {
-            mt_fail(__FILE__, __LINE__, "no performance variable %s", counter_names[i]);
-            continue;
-        }
-        MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_handle[i], &count));
-    }
-}
-
-static unsigned long long counter(int i)
-{
-    unsigned long long v = 0;
-    if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL)
-        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_handle[i], &v));
-    return v;
-}
-
-static void counters_close(void)
-{
-    for (int i = 0; i < C_COUNT; i++) {
-        if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(pv_session, &pv_handle[i]);
-    }
-    MPI_T_pvar_session_free(&pv_session);
-}
+static pvar_counters_t counters;
+#define counter(i) pvar_counters_read(&counters, (i))
 
 int main(int argc, char **argv)
 {
@@ -143,7 +111,8 @@ int main(int argc, char **argv)
     /* Large buffers always get their own mapping, freed with munmap (glibc
      * otherwise raises its threshold after the first free). */
     MT_CHECK(mallopt(M_MMAP_THRESHOLD, 256 << 10) == 1);
-    counters_open();
+    int missing = pvar_counters_open(&counters, counter_names, C_COUNT);
+    if (missing >= 0) mt_fail(__FILE__, __LINE__, "no performance variable %s", counter_names[missing]);
     static const size_t sizes[] = {(1 << 20) + 5, 4 << 20, (16 << 20) + 4096};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
         const size_t len = sizes[i];
@@ -188,7 +157,7 @@ int main(int argc, char **argv)
         MT_CHECK_EQ(bytes, 0ULL);
     }
     if (mt_rank == 0 && getenv("GW_TEST_NO_REGISTER")) MT_CHECK_EQ(counter(C_REGISTERED), 0ULL);
-    counters_close();
+    pvar_counters_close(&counters);
     MPI_T_finalize();
     return mt_finish();
 }

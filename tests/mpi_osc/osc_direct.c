@@ -117,39 +117,21 @@ enum { S_FENCE, S_PSCW, S_LOCK, S_LOCKALL, NSYNCS };
 static const char *sync_name[] = {"fence", "pscw", "lock", "lockall+flush"};
 static int mixed, unmapped;
 
-/* The counter PVAR, read through one handle kept from the start (a counter
- * reads as its growth since the handle's allocation). */
-static MPI_T_pvar_session pv_session;
-static MPI_T_pvar_handle pv_handle[2] = {MPI_T_PVAR_HANDLE_NULL, MPI_T_PVAR_HANDLE_NULL};
+/* The counter PVARs, read as their growth since the start: 0 Put and Get
+ * done directly, 1 accumulates sent by reference. */
 static const char *const pv_name[2] = {PVAR_PREFIX "direct_ops", PVAR_PREFIX "acc_by_ref"};
+static pvar_counters_t counters;
+#define counter(i) pvar_counters_read(&counters, (i))
 static void counters_open(void)
 {
-    int provided = 0, count = 0;
+    int provided = 0;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
-    MT_CHECK_MPI(MPI_T_pvar_session_create(&pv_session));
-    for (int i = 0; i < 2; i++) {
-        int idx = find_pvar(pv_name[i]);
-        if (idx < 0) {
-            mt_fail(__FILE__, __LINE__, "no performance variable %s", pv_name[i]);
-            continue;
-        }
-        MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_handle[i], &count));
-    }
-}
-/* 0: Put and Get done directly; 1: accumulates sent by reference. */
-static unsigned long long counter(int i)
-{
-    unsigned long long v = 0;
-    if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL)
-        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_handle[i], &v));
-    return v;
+    int missing = pvar_counters_open(&counters, pv_name, 2);
+    if (missing >= 0) mt_fail(__FILE__, __LINE__, "no performance variable %s", pv_name[missing]);
 }
 static void counters_close(void)
 {
-    for (int i = 0; i < 2; i++) {
-        if (pv_handle[i] != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(pv_session, &pv_handle[i]);
-    }
-    MPI_T_pvar_session_free(&pv_session);
+    pvar_counters_close(&counters);
     MPI_T_finalize();
 }
 

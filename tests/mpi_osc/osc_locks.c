@@ -149,30 +149,21 @@ static void pscw_test(void)
  * sends its locks as messages (osc_gpuwire_lock_word 0, which a test may
  * give one rank only: the others then take the word of a target that also
  * grants requests by message). */
-static MPI_T_pvar_session pv_session;
-static MPI_T_pvar_handle pv_words = MPI_T_PVAR_HANDLE_NULL;
+static const char *const pv_words[1] = {"osc_gpuwire_word_locks"};
+static pvar_counters_t counters;
 
 static void words_open(void)
 {
-    int provided = 0, count = 0;
+    int provided = 0;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
-    MT_CHECK_MPI(MPI_T_pvar_session_create(&pv_session));
-    int idx = find_pvar("osc_gpuwire_word_locks");
-    if (idx < 0) {
-        mt_fail(__FILE__, __LINE__, "no performance variable osc_gpuwire_word_locks");
-        return;
-    }
-    MT_CHECK_MPI(MPI_T_pvar_handle_alloc(pv_session, idx, NULL, &pv_words, &count));
+    if (pvar_counters_open(&counters, pv_words, 1) >= 0)
+        mt_fail(__FILE__, __LINE__, "no performance variable %s", pv_words[0]);
 }
 
 static void words_check(void)
 {
-    unsigned long long v = 0;
-    if (pv_words != MPI_T_PVAR_HANDLE_NULL) {
-        MT_CHECK_MPI(MPI_T_pvar_read(pv_session, pv_words, &v));
-        MPI_T_pvar_handle_free(pv_session, &pv_words);
-    }
-    MPI_T_pvar_session_free(&pv_session);
+    const unsigned long long v = pvar_counters_read(&counters, 0);
+    pvar_counters_close(&counters);
     MPI_T_finalize();
     const char *env = getenv("OMPI_MCA_osc_gpuwire_lock_word");
     const int words = env == NULL || strcmp(env, "0") != 0;
