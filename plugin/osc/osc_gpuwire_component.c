@@ -13,11 +13,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+
+/* The parameters, one table (gpuwire_params.h): registration, range check,
+ * ompi_info's help and docs/parameters.md. */
+#define GW_PARAMS_STORE mca_osc_gpuwire_component
+static const gw_param_t params[] = {
+    GW_PINT(priority, GW_OSC_DEFAULT_PRIORITY, -1, 1000, 3,
+            "Selection priority of osc gpuwire: the default 5 lets osc sm, ucx, rdma and pt2pt "
+            "take the windows they accept and gives osc gpuwire the rest, or every window when "
+            "named alone (--mca osc gpuwire); -1 disables it",
+            NULL),
+    GW_PBOOL(device, true, 3,
+             "Windows and origin buffers in GPU memory (CUDA) when a GPU is present; 0: every "
+             "buffer is taken as host memory"),
+    GW_PBOOL(direct, true, 4,
+             "Same-node Put and Get without a message: one copy on the GPU into a peer's device "
+             "window mapped over CUDA IPC, or one process_vm_writev/readv into its host window; "
+             "accumulates from device buffers by reference; 0: every operation is a message"),
+    GW_PBOOL(lock_word, true, 4,
+             "Passive-target locks of ranks on one node taken with atomics in the target's lock "
+             "word (shared memory) instead of a request and a grant; 0: every lock is a message"),
+    GW_PVERBOSE("Verbosity: 1 device support, 10 every window"),
+};
+#undef GW_PARAMS_STORE
 
 static int component_register(void);
 static int component_init(bool progress_threads, bool mpi_threads);
@@ -42,12 +66,7 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
         .osc_select = component_select,
         .osc_finalize = component_finalize,
     },
-    .priority = GW_OSC_DEFAULT_PRIORITY,
-    .verbose = 0,
-    .output = -1,
-    .device = true,
-    .direct = true,
-    .lock_word = true,
+    .output = -1, /* the parameters' defaults come from the table (gw_params_register) */
 };
 
 static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
@@ -102,36 +121,7 @@ static int component_register(void)
         return OMPI_ERR_NOT_SUPPORTED;
     }
     mca_base_component_t *c = &mca_osc_gpuwire_component.super.osc_version;
-    (void)mca_base_component_var_register(
-        c, "priority",
-        "Selection priority of osc gpuwire (one-sided communication over the pml): the "
-        "default 5 lets osc sm, ucx, rdma and pt2pt take the windows they accept, and gives "
-        "osc gpuwire the rest, or every window when named alone (--mca osc gpuwire); "
-        "-1 disables it",
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_osc_gpuwire_component.priority);
-    (void)mca_base_component_var_register(
-        c, "device",
-        "Windows and origin buffers in GPU memory (CUDA) when a GPU is present, copied "
-        "through host memory; 0: every buffer is taken as host memory",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_osc_gpuwire_component.device);
-    (void)mca_base_component_var_register(
-        c, "direct",
-        "Same-node windows without messages: each origin maps the device windows "
-        "(MPI_Win_create on cudaMalloc'd memory) of the ranks on its node through CUDA IPC "
-        "once, and a contiguous Put or Get to them is one copy on the GPU, completed at the "
-        "next flush, unlock, fence or complete; to their host windows (from host buffers) it "
-        "is one process_vm_writev/readv where ptrace is allowed; contiguous accumulates from "
-        "a device buffer to a mapped window go by reference; 0: every operation is a message",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_osc_gpuwire_component.direct);
-    (void)mca_base_component_var_register(
-        c, "lock_word",
-        "Passive-target locks of ranks on one node taken with atomics in the target's lock "
-        "word (shared memory) instead of a request and a grant; 0: every lock is a message",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY,
-        &mca_osc_gpuwire_component.lock_word);
+    gw_params_register(c, params, GW_PARAM_COUNT(params));
     (void)mca_base_component_pvar_register(
         c, "direct_ops", "Put and Get done by a direct copy into a mapped window",
         OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
@@ -160,10 +150,6 @@ static int component_register(void)
         NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
         MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
         &mca_osc_gpuwire_component.word_locks);
-    (void)mca_base_component_var_register(
-        c, "verbose", "Verbosity: 1 device support, 10 every window", MCA_BASE_VAR_TYPE_INT,
-        NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_LOCAL,
-        &mca_osc_gpuwire_component.verbose);
     return OMPI_SUCCESS;
 }
 
@@ -181,8 +167,10 @@ static int component_init(bool progress_threads, bool mpi_threads)
     (void)progress_threads;
     (void)mpi_threads;
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
-    c->output = opal_output_open(NULL);
-    opal_output_set_verbosity(c->output, c->verbose);
+    if (gw_params_component_open(&c->super.osc_version, params, GW_PARAM_COUNT(params),
+                                 c->verbose, &c->output) != 0) {
+        return OMPI_ERR_BAD_PARAM;
+    }
     gw_osc_log_set(gw_osc_log);
     OBJ_CONSTRUCT(&c->windows, opal_list_t);
     OBJ_CONSTRUCT(&c->windows_lock, opal_mutex_t);
@@ -215,7 +203,7 @@ static int component_finalize(void)
     OBJ_DESTRUCT(&c->windows);
     OBJ_DESTRUCT(&c->windows_lock);
     gw_osc_log_set(NULL);
-    opal_output_close(c->output);
+    gw_params_component_close(&c->output);
     return OMPI_SUCCESS;
 }
 
