@@ -66,9 +66,12 @@ static inline int pvar_counters_open(pvar_counters_t *c, const char *const *name
 {
     int missing = -1, count = 0;
     c->n = n < PVAR_COUNTERS_MAX ? n : PVAR_COUNTERS_MAX;
-    if (MPI_T_pvar_session_create(&c->session) != MPI_SUCCESS) return 0;
+    for (int i = 0; i < c->n; ++i) c->h[i] = MPI_T_PVAR_HANDLE_NULL;
+    if (MPI_T_pvar_session_create(&c->session) != MPI_SUCCESS) {
+        c->n = 0;
+        return 0;
+    }
     for (int i = 0; i < c->n; ++i) {
-        c->h[i] = MPI_T_PVAR_HANDLE_NULL;
         int idx = find_pvar(names[i]);
         if (idx < 0 ||
             MPI_T_pvar_handle_alloc(c->session, idx, NULL, &c->h[i], &count) != MPI_SUCCESS) {
