@@ -215,7 +215,7 @@ bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t
   if (!f) return false;
   char line[512];
   Vma v, next;
-  bool found = false;
+  bool found = false, arena = false;
   const char* refused = "no mapping holds it";
   while (std::fgets(line, sizeof(line), f)) {
     if (!found) {
@@ -234,20 +234,23 @@ bool HostRegistry::own_mapping(uintptr_t p, size_t len, uintptr_t* lo, uintptr_t
     // heap up to an aligned end. (A thread stack's guard page may follow a
     // mapping too; it does not end a 64 MiB reservation.)
     constexpr uintptr_t kArenaHeap = uintptr_t{64} << 20;
-    if (!refused && parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' &&
-        next.perms[1] == '-' && next.hi % kArenaHeap == 0)
-      refused = "a thread arena's heap";
+    arena = parse_vma(line, &next) && next.lo == v.hi && next.perms[0] == '-' &&
+            next.perms[1] == '-' && next.hi % kArenaHeap == 0;
     break;
   }
   std::fclose(f);
-  // Not a mapping much larger than the buffer (other data pinned with it).
-  const size_t bound = std::max<size_t>(size_t{64} << 20, 4 * len);
+  // malloc's own chunk first: an arena heap's chunks never pass its check
+  // (they carry NON_MAIN_ARENA), while a chunk's mapping may happen to lie
+  // right below inaccessible memory that ends on a 64 MiB boundary.
   uintptr_t chunk_lo = 0, chunk_hi = 0;
   if (!refused && malloc_chunk(p, len, v, &chunk_lo, &chunk_hi)) {
     *lo = chunk_lo;
     *hi = chunk_hi;
     return true;
   }
+  if (!refused && arena) refused = "a thread arena's heap";
+  // Not a mapping much larger than the buffer (other data pinned with it).
+  const size_t bound = std::max<size_t>(size_t{64} << 20, 4 * len);
   if (!refused && v.hi - v.lo > bound) refused = "its mapping is much larger than the buffer";
   if (refused) {
     if (detail::log_enabled())

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "fake_driver.hpp"
@@ -295,6 +296,35 @@ TEST_CASE("host registry: malloc's own large chunk, not its merged neighbours",
   CHECK(hi - lo < 2 * kMiB + 2 * (64 << 10) + kPage);
   std::free(aligned);
   std::free(buf);
+}
+
+TEST_CASE("host registry: a chunk's mapping below inaccessible memory that ends on 64 MiB",
+          "[cuda][host_registry]") {
+  // What an arena's heap looks like from its mapping alone; malloc's own
+  // chunk there (its header says so) is still pinned as the chunk.
+  FakeDriver drv;
+  RealMapRegistry r(drv);
+  const size_t arena = 64 * kMiB, len = 2 * kMiB;
+  auto* res = static_cast<char*>(
+      mmap(nullptr, 2 * arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  REQUIRE(res != MAP_FAILED);
+  char* end = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(res) + 2 * arena) &
+                                      ~(uintptr_t{arena} - 1));
+  if (end < res + 2 * arena) REQUIRE(munmap(end, res + 2 * arena - end) == 0);
+  char* chunk = end - arena;
+  REQUIRE(mprotect(chunk, len, PROT_READ | PROT_WRITE) == 0);
+  const size_t header[2] = {0, len | 2};  // offset 0; size with IS_MMAPPED alone
+  std::memcpy(chunk, header, sizeof header);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(chunk) + 16;
+  uintptr_t lo = 0, hi = 0;
+  REQUIRE(r.own_mapping(p, len - 16, &lo, &hi));
+  CHECK(lo == reinterpret_cast<uintptr_t>(chunk));
+  CHECK(hi == reinterpret_cast<uintptr_t>(chunk) + len);
+  // Without the header it is taken for an arena's heap.
+  const size_t none[2] = {0, 0};
+  std::memcpy(chunk, none, sizeof none);
+  CHECK_FALSE(r.own_mapping(p, len - 16, &lo, &hi));
+  munmap(res, end - res);
 }
 
 TEST_CASE("host registry: a malloc buffer beside memory the driver pinned, freed",
