@@ -43,6 +43,26 @@ static const gw_param_t params[] = {
 };
 #undef GW_PARAMS_STORE
 
+/* The performance variables: counters the component keeps itself. */
+static const struct {
+    const char *name;
+    const char *help;
+    unsigned long long *value;
+} counters[] = {
+    {"direct_ops", "Put and Get done by a direct copy into a mapped window",
+     &mca_osc_gpuwire_component.direct_ops},
+    {"direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
+     &mca_osc_gpuwire_component.direct_targets},
+    {"acc_by_ref",
+     "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
+     "origin buffer, no host staging at either end",
+     &mca_osc_gpuwire_component.acc_by_ref},
+    {"word_locks",
+     "Passive-target locks (lock and lock_all, per target) taken in a same-node target's lock "
+     "word, without a message",
+     &mca_osc_gpuwire_component.word_locks},
+};
+
 static int component_register(void);
 static int component_init(bool progress_threads, bool mpi_threads);
 static int component_finalize(void);
@@ -122,34 +142,13 @@ static int component_register(void)
     }
     mca_base_component_t *c = &mca_osc_gpuwire_component.super.osc_version;
     gw_params_register(c, params, GW_PARAM_COUNT(params));
-    (void)mca_base_component_pvar_register(
-        c, "direct_ops", "Put and Get done by a direct copy into a mapped window",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
-        &mca_osc_gpuwire_component.direct_ops);
-    (void)mca_base_component_pvar_register(
-        c, "direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
-        &mca_osc_gpuwire_component.direct_targets);
-    (void)mca_base_component_pvar_register(
-        c, "acc_by_ref",
-        "Accumulates from a device buffer sent by reference: the target reduced from the "
-        "mapped origin buffer, no host staging at either end",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
-        &mca_osc_gpuwire_component.acc_by_ref);
-    (void)mca_base_component_pvar_register(
-        c, "word_locks",
-        "Passive-target locks (lock and lock_all, per target) taken in a same-node target's "
-        "lock word, without a message",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-        NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
-        &mca_osc_gpuwire_component.word_locks);
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        (void)mca_base_component_pvar_register(
+            c, counters[i].name, counters[i].help, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+            counters[i].value);
+    }
     return OMPI_SUCCESS;
 }
 
