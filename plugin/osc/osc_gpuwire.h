@@ -79,8 +79,12 @@ typedef struct gw_osc_module {
     /* The same-node direct path (the core's, gpuwire/osc_direct.h); NULL: no
      * target is direct. */
     gw_osc_direct_t *direct;
-    /* The ranks' lock words mapped here (m->sync.words); NULL: none. */
+    /* The ranks' segments mapped here: their lock words (m->sync.words),
+     * the bytes of their MPI_Win_allocate windows; NULL: none. This rank's:
+     * its id and what it holds (GW_OSC_SEG_*). */
     gw_osc_lockwords_t *locks;
+    uint64_t seg_id;
+    uint32_t seg;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -126,6 +130,7 @@ typedef struct {
     unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
     unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
     unsigned long long word_locks;     /* pvar: locks taken in a target's lock word */
+    unsigned long long shared_targets; /* pvar: targets' host windows mapped in shared memory */
 
 } gw_osc_component_t;
 
@@ -210,6 +215,9 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
 /* Collective over the window: every rank's description of its window goes
  * to every rank; the origin maps those of same-node targets it can. */
 int gw_osc_direct_setup(gw_osc_module_t *m);
+/* MPI_Win_allocate's memory: in this rank's segment (shared memory the
+ * ranks on its node map) where the direct path is on, else private. */
+int gw_osc_window_allocate(gw_osc_module_t *m, size_t size);
 void gw_osc_direct_release(gw_osc_module_t *m);
 /* A Put (put) or Get to a direct target, both sides contiguous: one
  * asynchronous copy. Returns 1 when taken (*rc its result; the copy is

@@ -53,6 +53,10 @@ static const struct {
      &mca_osc_gpuwire_component.direct_ops},
     {"direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
      &mca_osc_gpuwire_component.direct_targets},
+    {"shared_targets",
+     "Targets' host windows (MPI_Win_allocate) mapped in shared memory, where a Put or Get is "
+     "a memory copy, over all windows",
+     &mca_osc_gpuwire_component.shared_targets},
     {"acc_by_ref",
      "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
      "origin buffer, no host staging at either end",
@@ -277,11 +281,11 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
         m->win_gpu = gw_osc_dev_where(m->base, size);
         break;
     case MPI_WIN_FLAVOR_ALLOCATE:
-        if (posix_memalign((void **)&m->base, 64, size ? size : 64) != 0) {
+        rc = gw_osc_window_allocate(m, size);
+        if (rc != OMPI_SUCCESS) {
             module_release(m);
-            return OMPI_ERR_OUT_OF_RESOURCE;
+            return rc;
         }
-        m->free_base = true;
         *base = m->base;
         break;
     case MPI_WIN_FLAVOR_DYNAMIC:

@@ -31,48 +31,71 @@ static bool peer_on_node(void *ctx, int t, uint32_t *peer_id)
     return true;
 }
 
-/* This rank's lock word, before the exchange: from here on the target takes
- * its lock there for requests by message too. Its id goes to the peers
- * (0: none, their locks on this rank go by message). */
-static int lock_word_create(gw_osc_module_t *m, uint64_t *id)
+/* This rank's segment before the exchange (ucx_glue/osc/lockword): its
+ * lock word where osc_gpuwire_lock_word is on (from then on the target
+ * takes its lock there for requests by message too), and the window's
+ * bytes of an MPI_Win_allocate made in it. Its id goes to the peers (0:
+ * none: their locks on this rank go by message). */
+static int segment_create(gw_osc_module_t *m, uint64_t bytes)
 {
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
     char why[256] = "";
-    *id = 0;
-    if (!mca_osc_gpuwire_component.lock_word) return OMPI_SUCCESS;
-    int rc = gw_osc_lockwords_create(m->size, m->rank, &m->locks, id, why, sizeof(why));
-    if (rc != 0) return gw_osc_rc(rc);
-    if (*id == 0) {
-        opal_output_verbose(1, mca_osc_gpuwire_component.output,
-                            "osc:gpuwire: rank %d's lock word (%s): its locks go by message",
-                            m->rank, why);
-        return OMPI_SUCCESS;
+    if (m->locks == NULL && (bytes > 0 || c->lock_word)) {
+        int rc = gw_osc_lockwords_create(m->size, m->rank, bytes, c->lock_word, &m->locks,
+                                         &m->seg_id, why, sizeof(why));
+        if (rc != 0) return gw_osc_rc(rc);
+        if (m->seg_id == 0) {
+            opal_output_verbose(1, c->output, "osc:gpuwire: rank %d's segment of shared memory "
+                                "(%s): %s", m->rank, why, bytes > 0 ? "its window is private"
+                                : "its locks go by message");
+            gw_osc_lockwords_close(m->locks);
+            m->locks = NULL;
+            return OMPI_SUCCESS;
+        }
+        m->seg = (c->lock_word ? GW_OSC_SEG_WORD : 0) | (bytes > 0 ? GW_OSC_SEG_DATA : 0);
     }
-    int **words = gw_osc_lockwords_table(m->locks);
-    m->sync.lock_word = words[m->rank];
+    if (m->seg & GW_OSC_SEG_WORD) m->sync.lock_word = gw_osc_lockwords_table(m->locks)[m->rank];
     return OMPI_SUCCESS;
 }
 
-/* After the exchange: maps the words of the peers on this node; once every
- * rank has (a barrier, where any rank made one), the names go. */
-static int lock_words_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all)
+int gw_osc_window_allocate(gw_osc_module_t *m, size_t size)
 {
-    bool any = false;
-    for (int t = 0; t < m->size; t++) any = any || all[t].lock_id != 0;
-    if (!any) return OMPI_SUCCESS;
+    if (mca_osc_gpuwire_component.direct && size > 0) {
+        int rc = segment_create(m, size);
+        if (rc != OMPI_SUCCESS) return rc;
+        m->base = gw_osc_lockwords_data(m->locks, m->rank);
+        if (m->base != NULL) return OMPI_SUCCESS;
+    }
+    if (posix_memalign((void **)&m->base, 64, size ? size : 64) != 0) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    m->free_base = true;
+    return OMPI_SUCCESS;
+}
+
+/* After the exchange: maps the segments of the peers on this node (their
+ * lock words, which this rank takes only where osc_gpuwire_lock_word is on
+ * here too; their windows' bytes); returns, per rank, its window as mapped
+ * here (NULL: none), for the direct path. */
+static void segments_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all, void **data)
+{
     uint32_t id;
     for (int t = 0; m->locks != NULL && t < m->size; t++) {
         char why[256] = "";
-        if (t == m->rank || all[t].lock_id == 0 || !peer_on_node(m, t, &id)) continue;
-        if (gw_osc_lockwords_open(m->locks, t, all[t].lock_id, why, sizeof(why)) != 0) {
+        if (t != m->rank && all[t].seg_id != 0 && peer_on_node(m, t, &id) &&
+            gw_osc_lockwords_open(m->locks, t, all[t].seg_id,
+                                  (all[t].seg & GW_OSC_SEG_DATA) ? all[t].size : 0,
+                                  mca_osc_gpuwire_component.lock_word &&
+                                      (all[t].seg & GW_OSC_SEG_WORD) != 0,
+                                  why, sizeof(why)) != 0) {
             opal_output_verbose(1, mca_osc_gpuwire_component.output,
-                                "osc:gpuwire: rank %d cannot map rank %d's lock word (%s): "
-                                "its locks there go by message", m->rank, t, why);
+                                "osc:gpuwire: rank %d cannot map rank %d's segment (%s): its "
+                                "locks go by message, its window is reached otherwise",
+                                m->rank, t, why);
         }
+        data[t] = gw_osc_lockwords_data(m->locks, t);
     }
     if (m->locks != NULL) m->sync.words = gw_osc_lockwords_table(m->locks);
-    int rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
-    gw_osc_lockwords_unlink(m->locks);
-    return rc;
 }
 
 int gw_osc_direct_setup(gw_osc_module_t *m)
@@ -82,27 +105,43 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
                                     .disp_unit = m->disp_unit, .gpu = m->win_gpu};
     gw_osc_win_desc_t mine;
     gw_osc_win_desc_t *all = calloc((size_t)m->size, sizeof(*all));
-    if (all == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    void **data = calloc((size_t)m->size, sizeof(*data));
+    if (all == NULL || data == NULL) {
+        free(all);
+        free(data);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
     gw_osc_direct_describe(c->direct, &self, &mine);
-    int rc = lock_word_create(m, &mine.lock_id);
+    int rc = segment_create(m, 0);
     /* Every rank takes part, whatever its window: the exchange is collective
-     * (a rank short of memory for its word sends none and goes on). */
-    mine.lock_id = rc == OMPI_SUCCESS ? mine.lock_id : 0;
+     * (a rank short of memory for its segment sends none and goes on). */
+    mine.seg_id = rc == OMPI_SUCCESS ? m->seg_id : 0;
+    mine.seg = rc == OMPI_SUCCESS ? m->seg : 0;
     rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
                                          MPI_BYTE, m->comm, m->comm->c_coll->coll_allgather_module);
     const bool exchanged = rc == OMPI_SUCCESS;
-    int mapped = 0;
+    bool any_seg = false;
+    for (int t = 0; exchanged && t < m->size; t++) any_seg = any_seg || all[t].seg_id != 0;
+    if (any_seg) segments_open(m, all, data);
+    int mapped = 0, shared = 0;
     if (exchanged && c->direct) {
-        rc = gw_osc_rc(gw_osc_direct_open(&self, m->size, all, peer_on_node, m, &m->direct,
-                                          &mapped));
+        rc = gw_osc_rc(gw_osc_direct_open(&self, m->size, all, data, peer_on_node, m,
+                                          &m->direct, &mapped));
     }
-    /* (Collective too: every rank got the same ids.) */
-    int lrc = exchanged ? lock_words_open(m, all) : OMPI_SUCCESS;
-    if (rc == OMPI_SUCCESS) rc = lrc;
+    for (int t = 0; m->direct != NULL && t < m->size; t++) shared += data[t] != NULL;
+    /* Once every rank has mapped the segments (a barrier, collective too:
+     * every rank got the same ids), their names go. */
+    if (any_seg) {
+        int brc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+        gw_osc_lockwords_unlink(m->locks);
+        if (rc == OMPI_SUCCESS) rc = brc;
+    }
     free(all);
+    free(data);
     __atomic_fetch_add(&c->direct_targets, (unsigned long long)mapped, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->shared_targets, (unsigned long long)shared, __ATOMIC_RELAXED);
     opal_output_verbose(10, c->output, "osc:gpuwire: rank %d: Put and Get go direct to %d of %d "
-                        "targets", m->rank, mapped, m->size);
+                        "targets (%d in shared memory)", m->rank, mapped, m->size, shared);
     return rc;
 }
 

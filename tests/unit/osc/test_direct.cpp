@@ -217,7 +217,8 @@ TEST_CASE("direct: same-node device windows mapped, Put and Get as copies", "[os
     Peers peers{{true, true, false, true}};
     gw_osc_direct_t *d = nullptr;
     int mapped = -1;
-    REQUIRE(gw_osc_direct_open(&self, 4, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 4, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     REQUIRE(d != nullptr);
     CHECK(mapped == 2);   // this rank and rank 1; rank 2 is on another node, 3 has messages
     CHECK(o.g.maps == 1); // this rank's own window is not mapped
@@ -287,7 +288,8 @@ TEST_CASE("direct: tickets per GPU, waits on request, failures", "[osc][direct]"
     Peers peers{{true, true, true}};
     gw_osc_direct_t *d = nullptr;
     int mapped = 0, rc = -1;
-    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(mapped == 2);
     // Copies on both GPUs, several on GPU 1: the wait covers the last of each.
     CHECK(gw_osc_direct_rma(d, true, src, 8, 2, 0, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
@@ -350,14 +352,16 @@ TEST_CASE("direct: targets that cannot be mapped keep the message path", "[osc][
     gw_osc_direct_t *d = nullptr;
     int mapped = -1;
     o.g.fail_map = true;
-    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(d == nullptr);  // no target direct: nothing held
     CHECK(mapped == 0);
     CHECK(logged(1, "rank 0 cannot map rank 2's window (fake map failed): messages instead"));
     o.g.fail_map = false;
     // Mapped on a GPU this process cannot copy with: given back at once.
     o.g.map_gpu = 16;
-    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(d == nullptr);
     CHECK(o.g.maps == 2);
     CHECK(o.g.unmaps == 2);
@@ -375,7 +379,8 @@ TEST_CASE("direct: same-node host windows by cross-memory attach", "[osc][direct
     Peers peers{{true, true}};
     gw_osc_direct_t *d = nullptr;
     int mapped = 0, rc = -1;
-    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(mapped == 2);
     CHECK(o.g.maps == 0);
     char data[8] = "by CMA";
@@ -396,7 +401,8 @@ TEST_CASE("direct: same-node host windows by cross-memory attach", "[osc][direct
 
     // Not on this node: not reached.
     peers.local = {true, false};
-    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(mapped == 1);
     CHECK(gw_osc_direct_rma(d, true, data, 8, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
     gw_osc_direct_close(d);
@@ -419,7 +425,8 @@ TEST_CASE("direct: which accumulates may go by reference", "[osc][direct]")
     Peers peers{{true, true, true}};
     gw_osc_direct_t *d = nullptr;
     int mapped = 0;
-    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), Peers::on_node, &peers, &d, &mapped) == 0);
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
     CHECK(mapped == 3);
     char desc[GW_OSC_DESC_BYTES] = {};
     const auto ref = [&](int t, const void *p, uint64_t bytes, int op) {
@@ -444,5 +451,57 @@ TEST_CASE("direct: which accumulates may go by reference", "[osc][direct]")
     CHECK(o.g.user_waits == std::vector<int>{0});
     o.g.fail_user = true;
     CHECK_FALSE(ref(1, late, 16, GW_OP_SUM));
+    gw_osc_direct_close(d);
+}
+
+TEST_CASE("direct: host windows mapped in shared memory, Put and Get as memory copies",
+          "[osc][direct]")
+{
+    Opened o;
+    // Rank 1's window as this rank maps it (the bytes of its segment), rank
+    // 2's reached by cross-memory attach, rank 0's (this rank's) its own.
+    int64_t mine[8] = {}, theirs[8] = {}, other[8] = {};
+    const gw_osc_win_self_t self = self_of(0, mine, sizeof(mine), -1, 8);
+    std::vector<gw_osc_win_desc_t> all = {describe(self),
+                                          describe(self_of(1, theirs, sizeof(theirs), -1, 8)),
+                                          describe(self_of(2, other, sizeof(other), -1, 8))};
+    all[1].pid = 1;  // not this process: never touched through its address
+    all[1].base = 64;
+    void *data[3] = {mine, theirs, nullptr};
+    Peers peers{{true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), data, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    CHECK(mapped == 3);
+    const int64_t v[2] = {41, 42};
+    CHECK(gw_osc_direct_rma(d, true, const_cast<int64_t *>(v), 16, 1, 3, 0, false, &rc) ==
+          GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(theirs[3] == 41);
+    CHECK(theirs[4] == 42);
+    int64_t back[2] = {};
+    CHECK(gw_osc_direct_rma(d, false, back, 16, 1, 3, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(back[1] == 42);
+    CHECK(gw_osc_direct_rma(d, true, const_cast<int64_t *>(v), 8, 0, 7, 0, false, &rc) ==
+          GW_OSC_DIRECT_MOVED);
+    CHECK(mine[7] == 41);
+    CHECK(o.g.copies.empty());  // no GPU involved
+    CHECK(gw_osc_direct_wait(d) == 0);
+    CHECK(o.g.waits.empty());
+
+    // Past the window's end: refused, nothing written.
+    rc = 0;
+    CHECK(gw_osc_direct_rma(d, true, const_cast<int64_t *>(v), 16, 1, 7, 0, false, &rc) ==
+          GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    CHECK(theirs[7] == 0);
+
+    // A device origin buffer keeps the message path; no accumulate by reference.
+    char dev[16] = {};
+    o.g.device(dev, sizeof(dev), 0);
+    CHECK(gw_osc_direct_rma(d, true, dev, 16, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    char desc[GW_OSC_DESC_BYTES];
+    CHECK_FALSE(gw_osc_direct_acc_ref(d, 1, dev, 16, 0, 0, desc));
     gw_osc_direct_close(d);
 }

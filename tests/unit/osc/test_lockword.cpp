@@ -61,19 +61,20 @@ TEST_CASE("a rank's word is one word for every rank that maps it", "[osc][lockwo
     gw_osc_lockwords_t *own = nullptr, *peer = nullptr;
     uint64_t id = 0, id0 = 0;
     char why[256] = "";
-    REQUIRE(0 == gw_osc_lockwords_create(3, 1, &own, &id, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_create(3, 1, 0, true, &own, &id, why, sizeof(why)));
     INFO(why);
     REQUIRE(id != 0);
-    REQUIRE(0 == gw_osc_lockwords_create(3, 0, &peer, &id0, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_create(3, 0, 0, true, &peer, &id0, why, sizeof(why)));
     CHECK(id0 != id);
     gw_osc_lockwords_close(peer);
     CHECK_FALSE(name_exists(id0));  // closed before it was unlinked: the name goes too
-    CHECK(GW_OSC_ERR_RANGE == gw_osc_lockwords_create(3, 3, &peer, &id0, why, sizeof(why)));
+    CHECK(GW_OSC_ERR_RANGE ==
+          gw_osc_lockwords_create(3, 3, 0, true, &peer, &id0, why, sizeof(why)));
     CHECK(peer == nullptr);
-    REQUIRE(0 == gw_osc_lockwords_create(3, 0, &peer, &id0, why, sizeof(why)));
-    REQUIRE(0 == gw_osc_lockwords_open(peer, 1, id, why, sizeof(why)));
-    CHECK(0 == gw_osc_lockwords_open(peer, 2, 0, why, sizeof(why)));  // none: messages
-    CHECK(GW_OSC_ERR_RANGE == gw_osc_lockwords_open(peer, 3, id, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_create(3, 0, 0, true, &peer, &id0, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_open(peer, 1, id, 0, true, why, sizeof(why)));
+    CHECK(0 == gw_osc_lockwords_open(peer, 2, 0, 0, true, why, sizeof(why)));  // none: messages
+    CHECK(GW_OSC_ERR_RANGE == gw_osc_lockwords_open(peer, 3, id, 0, true, why, sizeof(why)));
     int **mine = gw_osc_lockwords_table(own);
     int **theirs = gw_osc_lockwords_table(peer);
     REQUIRE(mine[1] != nullptr);
@@ -98,8 +99,8 @@ TEST_CASE("a rank's word is one word for every rank that maps it", "[osc][lockwo
     char why2[256] = "";
     gw_osc_lockwords_t *late = nullptr;
     uint64_t id2 = 0;
-    REQUIRE(0 == gw_osc_lockwords_create(3, 2, &late, &id2, why2, sizeof(why2)));
-    CHECK(-1 == gw_osc_lockwords_open(late, 1, id, why2, sizeof(why2)));
+    REQUIRE(0 == gw_osc_lockwords_create(3, 2, 0, true, &late, &id2, why2, sizeof(why2)));
+    CHECK(-1 == gw_osc_lockwords_open(late, 1, id, 0, true, why2, sizeof(why2)));
     CHECK(std::string(why2).find("shm_open") != std::string::npos);
     CHECK(gw_osc_lock_try(theirs[1], kShared));
     CHECK(*mine[1] == 1);
@@ -171,4 +172,46 @@ TEST_CASE("origin: a target whose word is mapped is locked without a message",
     CHECK(w.s.locked[1] == (2 | 4 | 8));
     CHECK(w.s.locked[2] == (2 | 4));
     w.s.words = nullptr;
+}
+
+TEST_CASE("a window's bytes after the word: one memory for every rank that maps it",
+          "[osc][lockword]")
+{
+    // Rank 0 of 2 makes its segment with 3 pages and 5 bytes of window and
+    // no lock word (osc_gpuwire_lock_word 0); rank 1 maps it.
+    const uint64_t bytes = 3 * 4096 + 5;
+    gw_osc_lockwords_t *own = nullptr, *peer = nullptr;
+    uint64_t id = 0, id1 = 0;
+    char why[256] = "";
+    REQUIRE(0 == gw_osc_lockwords_create(2, 0, bytes, false, &own, &id, why, sizeof(why)));
+    INFO(why);
+    REQUIRE(id != 0);
+    auto *mine = static_cast<unsigned char *>(gw_osc_lockwords_data(own, 0));
+    REQUIRE(mine != nullptr);
+    CHECK(reinterpret_cast<uintptr_t>(mine) % 4096 == 0);
+    CHECK(gw_osc_lockwords_table(own)[0] == nullptr);  // no lock word taken in it
+    CHECK(gw_osc_lockwords_data(own, 1) == nullptr);
+    CHECK(gw_osc_lockwords_data(own, 2) == nullptr);
+    CHECK(gw_osc_lockwords_data(nullptr, 0) == nullptr);
+    CHECK(mine[bytes - 1] == 0);  // reserved, zeroed, touchable to its end
+    mine[bytes - 1] = 0xab;
+
+    REQUIRE(0 == gw_osc_lockwords_create(2, 1, 0, true, &peer, &id1, why, sizeof(why)));
+    CHECK(gw_osc_lockwords_data(peer, 1) == nullptr);  // a word alone
+    // Asking for more window than the segment holds: refused, named.
+    CHECK(-1 == gw_osc_lockwords_open(peer, 0, id, bytes + 4096, false, why, sizeof(why)));
+    CHECK(std::string(why).find("smaller than its window") != std::string::npos);
+    REQUIRE(0 == gw_osc_lockwords_open(peer, 0, id, bytes, false, why, sizeof(why)));
+    auto *theirs = static_cast<unsigned char *>(gw_osc_lockwords_data(peer, 0));
+    REQUIRE(theirs != nullptr);
+    CHECK(theirs != mine);
+    CHECK(theirs[bytes - 1] == 0xab);
+    theirs[0] = 7;
+    CHECK(mine[0] == 7);
+    CHECK(gw_osc_lockwords_table(peer)[0] == nullptr);
+    gw_osc_lockwords_unlink(own);
+    CHECK_FALSE(name_exists(id));
+    CHECK(theirs[bytes - 1] == 0xab);  // the mappings outlive the name
+    gw_osc_lockwords_close(peer);
+    gw_osc_lockwords_close(own);
 }

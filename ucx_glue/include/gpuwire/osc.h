@@ -231,23 +231,30 @@ GW_CORE_API bool gw_osc_lock_try(int *word, int type);
 GW_CORE_API void gw_osc_lock_release(int *word);
 
 /* The lock words of a window's ranks as this rank maps them
- * (ucx_glue/osc/lockword). */
+ * (ucx_glue/osc/lockword): each rank's word heads a segment of POSIX shared
+ * memory, which may hold its window's bytes after the word's page. */
 typedef struct gw_osc_lockwords gw_osc_lockwords_t;
-/* Makes this rank's word (a page of POSIX shared memory, free) in a table of
- * nranks. *id, for the peers (0 when shared memory refused it: why says why,
- * and the rank's locks go by message); 0, GW_OSC_ERR_RANGE or
+/* Makes this rank's segment (its word free, then bytes of window, reserved
+ * in full; 0: the word alone) in a table of nranks; its word is taken for
+ * locks when word. *id, for the peers (0 when shared memory refused it: why
+ * says why, and the rank's locks go by message); 0, GW_OSC_ERR_RANGE or
  * GW_OSC_ERR_NOMEM (*out NULL). */
-GW_CORE_API int gw_osc_lockwords_create(int nranks, int rank, gw_osc_lockwords_t **out,
-                                        uint64_t *id, char *why, size_t why_len);
-/* Maps rank t's word from its id (0: none, nothing done). 0, or -1 with why
- * (locks on t then go by message). */
-GW_CORE_API int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id, char *why,
-                                      size_t why_len);
+GW_CORE_API int gw_osc_lockwords_create(int nranks, int rank, uint64_t bytes, bool word,
+                                        gw_osc_lockwords_t **out, uint64_t *id, char *why,
+                                        size_t why_len);
+/* Maps rank t's segment from its id (0: none, nothing done) and the bytes
+ * of window it holds; its word is a lock word here when word. 0, or -1 with
+ * why (locks on t then go by message, its window is reached otherwise). */
+GW_CORE_API int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id,
+                                      uint64_t bytes, bool word, char *why, size_t why_len);
+/* Rank t's window bytes as mapped here; NULL where its segment holds none or
+ * is not mapped (and for l NULL). */
+GW_CORE_API void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t);
 /* Removes this rank's word's name once every peer has opened it. */
 GW_CORE_API void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l);
-/* The words per rank (this rank's own among them), for gw_osc_sync_t. */
+/* The lock words per rank (this rank's own among them), for gw_osc_sync_t. */
 GW_CORE_API int **gw_osc_lockwords_table(gw_osc_lockwords_t *l);
-/* Unmaps every word (and removes the name if still there). NULL is ignored. */
+/* Unmaps every segment (and removes the name if still there). NULL is ignored. */
 GW_CORE_API void gw_osc_lockwords_close(gw_osc_lockwords_t *l);
 
 /* ---- origin: an operation's target layout --------------------------------- */

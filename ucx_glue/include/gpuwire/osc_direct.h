@@ -93,6 +93,9 @@ GW_CORE_API int gw_osc_dev_reduce_mapped(void *dst, const void *desc, uint32_t p
 /* ---- direct: a window's same-node path (ucx_glue/osc/direct) -------------- */
 
 enum { GW_OSC_WIN_MESSAGES, GW_OSC_WIN_DEVICE, GW_OSC_WIN_HOST };
+/* What a rank's segment (gw_osc_lockwords_create) holds: its lock word,
+ * taken by same-node origins; its window's bytes, after the word's page. */
+enum { GW_OSC_SEG_WORD = 1, GW_OSC_SEG_DATA = 2 };
 
 /* One rank's window as every rank of the window receives it (an allgather
  * of the caller's). */
@@ -101,10 +104,10 @@ typedef struct {
     int32_t disp_unit;
     uint64_t size;
     int32_t pid;
-    uint32_t pad;
+    uint32_t seg;     /* GW_OSC_SEG_* of its segment */
     uint64_t base;
     char desc[GW_OSC_DESC_BYTES];
-    uint64_t lock_id; /* its lock word (gw_osc_lockwords_create); 0: none */
+    uint64_t seg_id;  /* its segment (gw_osc_lockwords_create); 0: none */
 } gw_osc_win_desc_t;
 
 /* This rank's window. */
@@ -129,11 +132,15 @@ typedef bool (*gw_osc_peer_fn)(void *ctx, int t, uint32_t *peer_id);
 typedef struct gw_osc_direct gw_osc_direct_t;
 
 /* Maps the windows of all[0..nranks) that this rank can reach (same node,
- * description mappable). *out: the path, or NULL when no target is direct;
- * *mapped: how many are. 0 or GW_OSC_ERR_NOMEM (nothing held then). */
+ * description mappable). host_data (NULL: none): per rank, its host window
+ * as mapped here in shared memory (gw_osc_lockwords_data), reached with
+ * memory copies; the other host windows by cross-memory attach. *out: the
+ * path, or NULL when no target is direct; *mapped: how many are. 0 or
+ * GW_OSC_ERR_NOMEM (nothing held then). */
 GW_CORE_API int gw_osc_direct_open(const gw_osc_win_self_t *self, int nranks,
-                                   const gw_osc_win_desc_t *all, gw_osc_peer_fn peer,
-                                   void *peer_ctx, gw_osc_direct_t **out, int *mapped);
+                                   const gw_osc_win_desc_t *all, void *const *host_data,
+                                   gw_osc_peer_fn peer, void *peer_ctx, gw_osc_direct_t **out,
+                                   int *mapped);
 /* Waits for the copies, gives the mappings back. NULL is ignored. */
 GW_CORE_API void gw_osc_direct_close(gw_osc_direct_t *d);
 
@@ -148,8 +155,9 @@ enum {
  * disp_units) + off, the caller having checked that both layouts are
  * contiguous and the signatures match. A device window: one asynchronous
  * copy, complete after gw_osc_direct_wait (or on return when wait). A host
- * window: one cross-memory-attach call from a host origin buffer, complete on
- * return. *rc: 0, GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
+ * window, from a host origin buffer: one memory copy where it is mapped in
+ * shared memory, else one cross-memory-attach call; complete on return.
+ * *rc: 0, GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
 GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes,
                                   int target, int64_t tdisp, int64_t off, bool wait, int *rc);
 /* Waits for every copy issued so far (origin buffers reusable, data at the

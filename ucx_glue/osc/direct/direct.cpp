@@ -8,7 +8,9 @@
 // such a target is then one asynchronous copy on the core's stream, whose
 // ticket is remembered per GPU; nothing waits per operation, and every
 // synchronisation that completes operations waits for the tickets first. A
-// host window is one cross-memory-attach call instead, complete on return.
+// host window is one memory copy where the window lives in shared memory
+// that this rank maps (MPI_Win_allocate), else one cross-memory-attach call;
+// either is complete on return.
 // A contiguous Accumulate from a device buffer on the target window's GPU,
 // with an op the GPU reduces, may send the buffer's description instead of
 // its bytes (the target maps it and reduces from it).
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -38,17 +41,23 @@ struct Target {
     void *mapping = nullptr;  // the peer mapping (gw_osc_dev_unmap); nullptr for this rank
     int pid = 0;          // host window: its process; ptr is an address there, never
                           // dereferenced here
+    bool shared = false;  // host window mapped here: ptr is its first byte
 };
 
 // Maps target t's window into *d; true when the direct path takes it.
 bool map_target(const gw_osc_win_self_t *self, int t, const gw_osc_win_desc_t &w,
-                gw_osc_peer_fn peer, void *ctx, Target *d)
+                void *shared, gw_osc_peer_fn peer, void *ctx, Target *d)
 {
     char why[256] = "";
     *d = Target{};
     d->size = w.size;
     d->disp_unit = w.disp_unit;
     uint32_t id = 0;
+    if (w.kind == GW_OSC_WIN_HOST && shared != nullptr) {
+        d->ptr = static_cast<char *>(shared);
+        d->shared = true;
+        return true;
+    }
     if (w.kind == GW_OSC_WIN_HOST) {
         if (!peer(ctx, t, &id)) return false;
         if (gw_osc_cma_probe(w.pid, w.base, why, sizeof(why)) != 0) {
@@ -123,6 +132,9 @@ public:
 
     int wait()
     {
+        // Stores into shared host windows are seen by their target before
+        // whatever this synchronisation sends or releases next.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         uint64_t want[kMaxGpus];
         unsigned gpus;
         {
@@ -186,7 +198,8 @@ void gw_osc_direct_describe(bool enabled, const gw_osc_win_self_t *self, gw_osc_
 }
 
 int gw_osc_direct_open(const gw_osc_win_self_t *self, int nranks, const gw_osc_win_desc_t *all,
-                       gw_osc_peer_fn peer, void *peer_ctx, gw_osc_direct_t **out, int *mapped)
+                       void *const *host_data, gw_osc_peer_fn peer, void *peer_ctx,
+                       gw_osc_direct_t **out, int *mapped)
 {
     *out = nullptr;
     *mapped = 0;
@@ -195,7 +208,10 @@ int gw_osc_direct_open(const gw_osc_win_self_t *self, int nranks, const gw_osc_w
     std::vector<Target> &targets = d->path.targets();
     for (int t = 0; t < nranks; t++) {
         if (all[t].kind != GW_OSC_WIN_DEVICE && all[t].kind != GW_OSC_WIN_HOST) continue;
-        if (gpuwire::osc::map_target(self, t, all[t], peer, peer_ctx, &targets[t])) (*mapped)++;
+        void *shared = host_data != nullptr ? host_data[t] : nullptr;
+        if (gpuwire::osc::map_target(self, t, all[t], shared, peer, peer_ctx, &targets[t])) {
+            (*mapped)++;
+        }
     }
     if (*mapped == 0) {
         delete d;
@@ -227,6 +243,13 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
     char *remote = t->ptr + at;
     bool unordered = false;
     int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
+    if (t->shared) {
+        // The window's memory is mapped here: the copy is the operation.
+        // Device origin buffers keep the message path.
+        if (ogpu >= 0) return GW_OSC_DIRECT_NO;
+        std::memcpy(put ? remote : origin, put ? origin : remote, bytes);
+        return GW_OSC_DIRECT_MOVED;
+    }
     if (t->pid != 0) {
         // A host window: the kernel copies, the call returns with the bytes
         // there. Device origin buffers keep the message path.
@@ -261,7 +284,7 @@ bool gw_osc_direct_acc_ref(gw_osc_direct_t *d, int target, const void *origin, u
                            int op, int type, void *desc)
 {
     const Target *t = d == nullptr ? nullptr : d->path.target(target);
-    if (t == nullptr || target == d->path.rank() || t->pid != 0 || bytes == 0 ||
+    if (t == nullptr || target == d->path.rank() || t->gpu < 0 || bytes == 0 ||
         !gw_osc_dev_reduce_supported(op, type)) {
         return false;
     }

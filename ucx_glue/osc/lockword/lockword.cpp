@@ -7,6 +7,10 @@
 // and the target takes the same word for it (gw_osc_sync_lock_request).
 //
 // The word: 0 free, -1 held exclusively, n > 0 held shared by n origins.
+//
+// A window allocated by MPI_Win_allocate in host memory lives in the same
+// segment, after the word's page: the ranks on the node map it with the word,
+// and a Put or Get there is a memory copy (ucx_glue/osc/direct).
 #include "gpuwire/osc.h"
 
 #include <fcntl.h>
@@ -37,8 +41,13 @@ void say(char *why, size_t why_len, const char *what, const char *name)
     std::snprintf(why, why_len, "%s %s: %s", what, name, std::strerror(errno));
 }
 
-// Maps the page of name; nullptr with why.
-int *map_word(const char *name, bool create, char *why, size_t why_len)
+// The bytes of a segment whose window has bytes: the word's page first.
+size_t segment_len(uint64_t bytes) { return kPage + (bytes + kPage - 1) / kPage * kPage; }
+
+// Maps the segment of name (len bytes); nullptr with why. A new one is
+// reserved in full: a /dev/shm too small refuses here, not with a SIGBUS at
+// the first touch of a page it cannot give.
+void *map_segment(const char *name, bool create, size_t len, char *why, size_t why_len)
 {
     int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
     if (fd < 0 && create && errno == EEXIST) {
@@ -50,28 +59,52 @@ int *map_word(const char *name, bool create, char *why, size_t why_len)
         say(why, why_len, "shm_open", name);
         return nullptr;
     }
-    if (create && ftruncate(fd, static_cast<off_t>(kPage)) != 0) {
+    if (create && ftruncate(fd, static_cast<off_t>(len)) != 0) {
         say(why, why_len, "ftruncate", name);
         (void)close(fd);
         (void)shm_unlink(name);
         return nullptr;
     }
-    void *p = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (create && len > kPage) {
+        int e = posix_fallocate(fd, 0, static_cast<off_t>(len));
+        if (e != 0) {
+            errno = e;
+            say(why, why_len, "posix_fallocate", name);
+            (void)close(fd);
+            (void)shm_unlink(name);
+            return nullptr;
+        }
+    }
+    struct stat st;
+    if (!create && (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < len)) {
+        std::snprintf(why, why_len, "%s is smaller than its window", name);
+        (void)close(fd);
+        return nullptr;
+    }
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     (void)close(fd);
     if (p == MAP_FAILED) {
         say(why, why_len, "mmap", name);
         if (create) (void)shm_unlink(name);
         return nullptr;
     }
-    return static_cast<int *>(p);
+    return p;
 }
+
+// One rank's segment as mapped here.
+struct Segment {
+    void *base = nullptr;
+    size_t len = 0;
+};
 
 }  // namespace
 
 struct gw_osc_lockwords {
     uint64_t id = 0;
-    bool named = false;        // our name still exists (unlink removes it)
-    std::vector<int *> words;  // per rank, mapped here; nullptr: by message
+    bool named = false;          // our name still exists (unlink removes it)
+    std::vector<Segment> segs;   // per rank, mapped here
+    std::vector<int *> words;    // per rank: its word where locks are taken in it,
+                                 // nullptr: by message
 
     ~gw_osc_lockwords()
     {
@@ -80,9 +113,16 @@ struct gw_osc_lockwords {
             name_of(id, name, sizeof(name));
             (void)shm_unlink(name);
         }
-        for (int *w : words) {
-            if (w != nullptr) (void)munmap(w, kPage);
+        for (const Segment &g : segs) {
+            if (g.base != nullptr) (void)munmap(g.base, g.len);
         }
+    }
+
+    // Keeps rank t's mapping; its word is a lock word when word.
+    void keep(int t, void *base, size_t len, bool word)
+    {
+        segs[static_cast<size_t>(t)] = Segment{base, len};
+        if (word) words[static_cast<size_t>(t)] = static_cast<int *>(base);
     }
 };
 
@@ -117,8 +157,8 @@ void gw_osc_lock_release(int *word)
     }
 }
 
-int gw_osc_lockwords_create(int nranks, int rank, gw_osc_lockwords_t **out, uint64_t *id,
-                            char *why, size_t why_len)
+int gw_osc_lockwords_create(int nranks, int rank, uint64_t bytes, bool word,
+                            gw_osc_lockwords_t **out, uint64_t *id, char *why, size_t why_len)
 {
     *out = nullptr;
     *id = 0;
@@ -127,6 +167,7 @@ int gw_osc_lockwords_create(int nranks, int rank, gw_osc_lockwords_t **out, uint
     if (l == nullptr) return GW_OSC_ERR_NOMEM;
     try {
         l->words.assign(static_cast<size_t>(nranks), nullptr);
+        l->segs.assign(static_cast<size_t>(nranks), Segment{});
     } catch (const std::bad_alloc &) {
         delete l;
         return GW_OSC_ERR_NOMEM;
@@ -135,26 +176,36 @@ int gw_osc_lockwords_create(int nranks, int rank, gw_osc_lockwords_t **out, uint
             (g_seq.fetch_add(1, std::memory_order_relaxed) + 1);
     char name[64];
     name_of(l->id, name, sizeof(name));
-    int *w = map_word(name, true, why, why_len);
-    if (w != nullptr) {
+    const size_t len = segment_len(bytes);
+    void *base = map_segment(name, true, len, why, why_len);
+    if (base != nullptr) {
         l->named = true;
-        l->words[static_cast<size_t>(rank)] = w;
+        l->keep(rank, base, len, word);
         *id = l->id;
     }
     *out = l;
     return 0;
 }
 
-int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id, char *why, size_t why_len)
+int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id, uint64_t bytes, bool word,
+                          char *why, size_t why_len)
 {
-    if (t < 0 || static_cast<size_t>(t) >= l->words.size()) return GW_OSC_ERR_RANGE;
-    if (id == 0 || l->words[static_cast<size_t>(t)] != nullptr) return 0;
+    if (t < 0 || static_cast<size_t>(t) >= l->segs.size()) return GW_OSC_ERR_RANGE;
+    if (id == 0 || l->segs[static_cast<size_t>(t)].base != nullptr) return 0;
     char name[64];
     name_of(id, name, sizeof(name));
-    int *w = map_word(name, false, why, why_len);
-    if (w == nullptr) return -1;
-    l->words[static_cast<size_t>(t)] = w;
+    const size_t len = segment_len(bytes);
+    void *base = map_segment(name, false, len, why, why_len);
+    if (base == nullptr) return -1;
+    l->keep(t, base, len, word);
     return 0;
+}
+
+void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t)
+{
+    if (l == nullptr || t < 0 || static_cast<size_t>(t) >= l->segs.size()) return nullptr;
+    const Segment &g = l->segs[static_cast<size_t>(t)];
+    return g.len > kPage ? static_cast<char *>(g.base) + kPage : nullptr;
 }
 
 void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l)
