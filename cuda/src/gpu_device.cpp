@@ -170,6 +170,36 @@ GW_CORE_API int gw_coll_copy_device_start(void *dst, const void *src, size_t len
     return 0;
 }
 
+GW_CORE_API int gw_coll_copy_device_batch(const gw_coll_copy_item_t *items, int n, int gpu,
+                                          uint64_t *ticket, char *why, size_t why_len)
+{
+    static_assert(GW_COLL_COPY_BATCH_MAX == cu::kCopyBatchMax, "one batch size");
+    static_assert(sizeof(gw_coll_copy_item_t) == sizeof(cu::CopyItem), "one item layout");
+    if (n < 1 || n > GW_COLL_COPY_BATCH_MAX)
+        return fail(why, why_len, "a batch of %d copies (1 to %d)", n, GW_COLL_COPY_BATCH_MAX);
+    std::lock_guard<std::mutex> lock(g_dev->mu);
+    cu::TrackedStream *ts = nullptr;
+    if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    cu::CopyItem batch[cu::kCopyBatchMax];
+    for (int i = 0; i < n; i++) batch[i] = cu::CopyItem{items[i].dst, items[i].src, items[i].len};
+    auto t = ts->copy_and_mark(batch, n);
+    if (t) {
+        *ticket = *t;
+        return 0;
+    }
+    if (t.status().code() != cu::Errc::not_supported)
+        return fail_status(why, why_len, "copy", t.status());
+    // A stream without the kernel's counter: one copy each, one mark.
+    for (int i = 0; i < n; i++) {
+        cu::Status s = cu::copy_async(batch[i].dst, batch[i].src, batch[i].len, ts->stream());
+        if (!s) return fail_status(why, why_len, "copy", s);
+    }
+    auto m = ts->mark();
+    if (!m) return fail_status(why, why_len, "copy completion", m.status());
+    *ticket = *m;
+    return 0;
+}
+
 GW_CORE_API int gw_coll_copy_wait(int gpu, uint64_t ticket, char *why, size_t why_len)
 {
     cu::TrackedStream *ts = nullptr;

@@ -196,6 +196,8 @@ int gw_osc_progress(void)
         gw_osc_module_t *m = gw_osc_from_link(item);
         if (opal_mutex_trylock(&m->lock) == 0) {
             work += gw_osc_poll(m);
+            /* Direct copies batched by Puts with no synchronisation yet. */
+            (void)gw_osc_direct_kick(m->direct);
             opal_mutex_unlock(&m->lock);
         }
     }

@@ -149,8 +149,12 @@ int gw_osc_direct_settle(gw_osc_module_t *m) { return gw_osc_rc(gw_osc_direct_wa
 
 void gw_osc_direct_release(gw_osc_module_t *m)
 {
-    gw_osc_direct_close(m->direct);
+    /* (Progress kicks the path under the window's lock.) */
+    opal_mutex_lock(&m->lock);
+    gw_osc_direct_t *d = m->direct;
     m->direct = NULL;
+    opal_mutex_unlock(&m->lock);
+    gw_osc_direct_close(d);
 }
 
 /* Both layouts contiguous and of one size: what the direct path can take. */

@@ -276,6 +276,20 @@ int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu, b
     return gw_coll_copy_start(dst, src, len, gpu, ticket, why, why_len);
 }
 
+/* A batch: its copies queued in order; the last one's ticket covers them all. */
+int gw_coll_copy_device_batch(const gw_coll_copy_item_t *items, int n, int gpu, uint64_t *ticket,
+                              char *why, size_t why_len)
+{
+    if (n < 1 || n > GW_COLL_COPY_BATCH_MAX) return fail(why, why_len, "fake device: batch size");
+    for (int i = 0; i < n; i++) {
+        if (gw_coll_copy_start(items[i].dst, items[i].src, items[i].len, gpu, ticket, why,
+                               why_len) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 bool gw_coll_reduce_supported(int op, int type) { return gw_reduce_supported(op, type) != 0; }
 
 int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *out, size_t count,

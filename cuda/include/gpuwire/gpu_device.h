@@ -97,6 +97,18 @@ GW_CORE_API int gw_coll_copy_done(int gpu, uint64_t ticket, bool query_errors, b
  * ticket are one kernel (TrackedStream::copy_and_mark), else a copy engine. */
 GW_CORE_API int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu,
                               bool both_device, uint64_t *ticket, char *why, size_t why_len);
+/* One copy of a batch. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t len;
+} gw_coll_copy_item_t;
+#define GW_COLL_COPY_BATCH_MAX 64
+/* Enqueues items[0..n) (device memory at both ends, the items disjoint,
+ * 1 <= n <= GW_COLL_COPY_BATCH_MAX) on gpu's stream as one kernel that
+ * signals its ticket itself; as copy_start. */
+GW_CORE_API int gw_coll_copy_device_batch(const gw_coll_copy_item_t *items, int n, int gpu,
+                                          uint64_t *ticket, char *why, size_t why_len);
 
 GW_CORE_API void gw_coll_device_stats(gw_coll_device_stats_t *out);
 

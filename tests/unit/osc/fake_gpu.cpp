@@ -94,6 +94,21 @@ int gw_coll_copy_device_start(void *dst, const void *src, size_t len, int gpu, b
     return 0;
 }
 
+int gw_coll_copy_device_batch(const gw_coll_copy_item_t *items, int n, int gpu, uint64_t *ticket,
+                              char *why, size_t why_len)
+{
+    FakeGpu *g = FakeGpu::current;
+    if (g->fail_copy) return gwtest::fail(why, why_len, "copy");
+    if (n < 1 || n > GW_COLL_COPY_BATCH_MAX) return gwtest::fail(why, why_len, "batch size");
+    g->batches.push_back(n);
+    for (int i = 0; i < n; i++) {
+        g->copies.push_back({items[i].dst, items[i].src, items[i].len, gpu, true});
+        std::memcpy(items[i].dst, items[i].src, items[i].len);
+    }
+    *ticket = ++g->tickets[gpu];
+    return 0;
+}
+
 int gw_coll_copy_start(void *dst, const void *src, size_t len, int gpu, uint64_t *ticket,
                        char *why, size_t why_len)
 {

@@ -29,6 +29,7 @@ struct FakeGpu {
     int ngpus = 2;
     std::vector<Range> ranges;
     std::vector<Copy> copies;           // started, in order (copy_start and device copies)
+    std::vector<int> batches;           // items of each batch started
     std::vector<std::pair<int, uint64_t>> waits;  // (gpu, ticket) of copy_wait
     std::vector<int> user_waits;        // gpus of wait_user
     uint64_t tickets[4] = {};           // the last ticket per GPU

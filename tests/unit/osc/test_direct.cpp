@@ -235,8 +235,12 @@ TEST_CASE("direct: same-node device windows mapped, Put and Get as copies", "[os
     char back[8] = {};
     CHECK(gw_osc_direct_rma(d, false, back, 8, 1, 2, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
     CHECK(std::memcmp(back, data, 8) == 0);
+    const size_t before = o.g.copies.size();
     CHECK(gw_osc_direct_rma(d, true, mine, 8, 0, 0, 16, false, &rc) == GW_OSC_DIRECT_MOVED);
-    CHECK(o.g.copies.back().both_device);  // the origin on the window's GPU
+    CHECK(o.g.copies.size() == before);  // the origin on the window's GPU: batched
+    REQUIRE(gw_osc_direct_wait(d) == 0);  // the synchronisation launches it
+    CHECK(o.g.batches == std::vector<int>{1});
+    CHECK(o.g.copies.back().both_device);
     CHECK(o.g.copies.back().dst == mine + 16);
 
     // Other nodes, windows that are messages, no such rank: the message path.
@@ -267,6 +271,7 @@ TEST_CASE("direct: same-node device windows mapped, Put and Get as copies", "[os
     CHECK(o.g.copies.size() == copies);
 
     // The synchronisation waits for the last ticket of the GPU copied on.
+    o.g.waits.clear();
     REQUIRE(gw_osc_direct_wait(d) == 0);
     REQUIRE(o.g.waits.size() == 1);
     CHECK(o.g.waits[0] == std::make_pair(0, o.g.tickets[0]));
@@ -503,5 +508,72 @@ TEST_CASE("direct: host windows mapped in shared memory, Put and Get as memory c
     CHECK(gw_osc_direct_rma(d, true, dev, 16, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
     char desc[GW_OSC_DESC_BYTES];
     CHECK_FALSE(gw_osc_direct_acc_ref(d, 1, dev, 16, 0, 0, desc));
+    gw_osc_direct_close(d);
+}
+
+TEST_CASE("direct: Puts between device buffers go as batches, one kernel each", "[osc][direct]")
+{
+    Opened o;
+    char win[128] = {}, other[64] = {}, origin[128], host[8] = "hostbuf";
+    for (int i = 0; i < 128; i++) origin[i] = static_cast<char>(i + 1);
+    o.g.device(win, sizeof(win), 0);
+    o.g.device(other, sizeof(other), 1);
+    o.g.device(origin, sizeof(origin), 0);
+    char mine[8];
+    const gw_osc_win_self_t self = self_of(0, mine, 8, -1);
+    std::vector<gw_osc_win_desc_t> all = {describe(self, false), describe(self_of(1, win, 128, 0)),
+                                          describe(self_of(2, other, 64, 1))};
+    Peers peers{{true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1;
+    REQUIRE(gw_osc_direct_open(&self, 3, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    // 70 one-byte Puts: the 64th launches a batch of 64; the wait the other 6.
+    for (int i = 0; i < 70; i++) {
+        CHECK(gw_osc_direct_rma(d, true, origin + i, 1, 1, i, 0, false, &rc) ==
+              GW_OSC_DIRECT_MOVED);
+        CHECK(rc == 0);
+        CHECK(o.g.batches.size() == (i >= 63 ? 1u : 0u));
+    }
+    CHECK(win[63] == origin[63]);
+    CHECK(win[64] == 0);  // not launched yet
+    REQUIRE(gw_osc_direct_wait(d) == 0);
+    CHECK(o.g.batches == std::vector<int>{64, 6});
+    CHECK(o.g.waits.back() == std::make_pair(0, o.g.tickets[0]));
+    CHECK(std::memcmp(win, origin, 70) == 0);
+
+    // Progress launches without waiting; none queued: nothing.
+    CHECK(gw_osc_direct_rma(d, true, origin, 4, 1, 100, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    o.g.waits.clear();
+    CHECK(gw_osc_direct_kick(d) == 0);
+    CHECK(o.g.batches.size() == 3);
+    CHECK(o.g.waits.empty());
+    CHECK(gw_osc_direct_kick(d) == 0);
+    CHECK(gw_osc_direct_kick(nullptr) == 0);
+    CHECK(o.g.batches.size() == 3);
+
+    // Any other copy on that GPU launches the batch first (the stream's
+    // order); an Rput is not batched.
+    CHECK(gw_osc_direct_rma(d, true, origin, 2, 1, 110, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(gw_osc_direct_rma(d, true, host, 2, 1, 110, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.batches.size() == 4);
+    CHECK(std::memcmp(win + 110, "ho", 2) == 0);  // the later Put landed last
+    CHECK(gw_osc_direct_rma(d, true, origin, 2, 1, 112, 0, true, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.batches.size() == 4);
+    CHECK(o.g.waits.back() == std::make_pair(0, o.g.tickets[0]));
+    // Another GPU's batch is its own.
+    CHECK(gw_osc_direct_rma(d, true, origin, 2, 2, 0, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(gw_osc_direct_rma(d, true, origin, 2, 1, 114, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    REQUIRE(gw_osc_direct_wait(d) == 0);
+    CHECK(o.g.batches.size() == 5);  // GPU 0's batch; the copy to GPU 1 was not batched
+    CHECK(o.g.copies.back().both_device);
+
+    // A batch that cannot start fails the next wait, once.
+    CHECK(gw_osc_direct_rma(d, true, origin, 2, 1, 116, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    o.g.fail_copy = true;
+    CHECK(gw_osc_direct_wait(d) == GW_OSC_ERR_FAILED);
+    CHECK(logged(0, "direct copies (1, 2 bytes) on GPU 0 failed: fake copy failed"));
+    o.g.fail_copy = false;
+    CHECK(gw_osc_direct_wait(d) == 0);
     gw_osc_direct_close(d);
 }

@@ -65,6 +65,12 @@ GW_CORE_API int gw_osc_dev_copy(void *dst, const void *src, size_t len, int gpu)
  * (logged). Never waits. */
 GW_CORE_API int gw_osc_dev_copy_start(void *dst, const void *src, size_t len, int gpu,
                                       bool both_device, uint64_t *ticket);
+/* Enqueues n copies between device buffers (dst[i] = src[i], len[i] bytes,
+ * disjoint; 1 <= n <= GW_OSC_COPY_BATCH) on gpu's stream, one kernel; *ticket
+ * reaches them all. 0 or -1 (logged). Never waits. */
+#define GW_OSC_COPY_BATCH 64
+GW_CORE_API int gw_osc_dev_copy_batch(void *const *dst, const void *const *src,
+                                      const size_t *len, int n, int gpu, uint64_t *ticket);
 /* Waits until gpu's stream has passed ticket; 0 or -1 (logged). */
 GW_CORE_API int gw_osc_dev_copy_wait(int gpu, uint64_t ticket);
 /* A description of [p, p + len) for the peers (GW_OSC_DESC_BYTES); 0, or -1
@@ -154,7 +160,8 @@ enum {
  * byte of a contiguous origin buffer) and target's window at tdisp (in its
  * disp_units) + off, the caller having checked that both layouts are
  * contiguous and the signatures match. A device window: one asynchronous
- * copy, complete after gw_osc_direct_wait (or on return when wait). A host
+ * copy (batched with the next ones when both ends are on the window's GPU),
+ * complete after gw_osc_direct_wait (or on return when wait). A host
  * window, from a host origin buffer: one memory copy where it is mapped in
  * shared memory, else one cross-memory-attach call; complete on return.
  * *rc: 0, GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
@@ -163,6 +170,10 @@ GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, ui
 /* Waits for every copy issued so far (origin buffers reusable, data at the
  * targets). 0 or GW_OSC_ERR_FAILED. NULL: 0. */
 GW_CORE_API int gw_osc_direct_wait(gw_osc_direct_t *d);
+/* Starts the copies batched so far (between device buffers, up to
+ * GW_OSC_COPY_BATCH per kernel) without waiting; for progress. One load when
+ * there are none. 0 or GW_OSC_ERR_FAILED. NULL: 0. */
+GW_CORE_API int gw_osc_direct_kick(gw_osc_direct_t *d);
 /* Whether a contiguous Accumulate of bytes from origin (its first byte) to
  * target, op on type, may go by reference: a device buffer on the target
  * window's GPU, with a kernel for op. Then desc (GW_OSC_DESC_BYTES) holds its

@@ -117,17 +117,44 @@ public:
     }
     int rank() const { return rank_; }
 
-    // Enqueues the copy and remembers its ticket; 0 or -1 (logged).
-    int copy(void *dst, const void *src, uint64_t bytes, int gpu, bool both_device,
+    // A copy between device buffers on one GPU that nothing waits for at
+    // once joins that GPU's batch: up to GW_OSC_COPY_BATCH of them go as one
+    // kernel (a window of Puts costs one submission), launched when full or
+    // by the next synchronisation (wait) or progress (kick). Any other copy
+    // launches its GPU's batch first, keeping the stream's order. *ticket:
+    // the copy's, 0 while batched. 0 or -1 (logged).
+    int copy(void *dst, const void *src, uint64_t bytes, int gpu, bool both_device, bool now,
              uint64_t *ticket)
     {
         std::lock_guard<std::mutex> g(lock_);
-        int r = gw_osc_dev_copy_start(dst, src, bytes, gpu, both_device, ticket);
-        if (r == 0) {
-            if (*ticket > issued_[gpu]) issued_[gpu] = *ticket;
+        *ticket = 0;
+        Batch &b = batch_[gpu];
+        if (both_device && !now) {
+            b.dst[b.n] = dst;
+            b.src[b.n] = src;
+            b.len[b.n] = bytes;
+            b.n++;
+            queued_.fetch_add(1, std::memory_order_relaxed);
             gpus_ |= 1u << gpu;
+            return b.n == GW_OSC_COPY_BATCH ? launch(gpu) : 0;
         }
+        if (launch(gpu) != 0) return -1;
+        int r = gw_osc_dev_copy_start(dst, src, bytes, gpu, both_device, ticket);
+        if (r == 0) note(gpu, *ticket);
         return r;
+    }
+
+    // Launches every batch; 0 or GW_OSC_ERR_FAILED. One relaxed load when
+    // none waits.
+    int kick()
+    {
+        if (queued_.load(std::memory_order_relaxed) == 0) return 0;
+        std::lock_guard<std::mutex> g(lock_);
+        int rc = 0;
+        for (int gpu = 0; gpu < kMaxGpus; gpu++) {
+            if (launch(gpu) != 0) rc = GW_OSC_ERR_FAILED;
+        }
+        return rc;
     }
 
     int wait()
@@ -135,6 +162,7 @@ public:
         // Stores into shared host windows are seen by their target before
         // whatever this synchronisation sends or releases next.
         std::atomic_thread_fence(std::memory_order_seq_cst);
+        int rc = kick();
         uint64_t want[kMaxGpus];
         unsigned gpus;
         {
@@ -145,20 +173,56 @@ public:
             gpus = gpus_;
             std::memcpy(want, issued_, sizeof(want));
         }
-        int rc = 0;
         for (int g = 0; gpus != 0 && g < kMaxGpus; g++) {
             if (!(gpus & (1u << g))) continue;
             if (gw_osc_dev_copy_wait(g, want[g]) != 0) rc = GW_OSC_ERR_FAILED;
         }
+        // A batch that failed to start since the last wait fails this one.
+        if (failed_.exchange(false, std::memory_order_relaxed)) rc = GW_OSC_ERR_FAILED;
         return rc;
     }
 
 private:
+    // The copies of one GPU waiting for their kernel.
+    struct Batch {
+        void *dst[GW_OSC_COPY_BATCH];
+        const void *src[GW_OSC_COPY_BATCH];
+        size_t len[GW_OSC_COPY_BATCH];
+        int n = 0;
+    };
+
+    void note(int gpu, uint64_t ticket)
+    {
+        if (ticket > issued_[gpu]) issued_[gpu] = ticket;
+        gpus_ |= 1u << gpu;
+    }
+
+    // Under lock_: gpu's batch as one kernel. A batch that fails to start is
+    // dropped (logged): the caller is told, and so is the next wait.
+    int launch(int gpu)
+    {
+        Batch &b = batch_[gpu];
+        if (b.n == 0) return 0;
+        uint64_t ticket = 0;
+        int r = gw_osc_dev_copy_batch(b.dst, b.src, b.len, b.n, gpu, &ticket);
+        queued_.fetch_sub(static_cast<unsigned>(b.n), std::memory_order_relaxed);
+        b.n = 0;
+        if (r == 0) {
+            note(gpu, ticket);
+        } else {
+            failed_.store(true, std::memory_order_relaxed);
+        }
+        return r;
+    }
+
     int rank_;
     std::vector<Target> targets_;
-    std::mutex lock_;  // issued_ and gpus_
+    std::mutex lock_;  // everything below
     uint64_t issued_[kMaxGpus] = {};
     unsigned gpus_ = 0;
+    Batch batch_[kMaxGpus];
+    std::atomic<unsigned> queued_{0};  // copies in batches, all GPUs
+    std::atomic<bool> failed_{false};  // a batch failed to start since the last wait
 };
 
 }  // namespace gpuwire::osc
@@ -225,6 +289,8 @@ void gw_osc_direct_close(gw_osc_direct_t *d) { delete d; }
 
 int gw_osc_direct_wait(gw_osc_direct_t *d) { return d == nullptr ? 0 : d->path.wait(); }
 
+int gw_osc_direct_kick(gw_osc_direct_t *d) { return d == nullptr ? 0 : d->path.kick(); }
+
 int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes, int target,
                       int64_t tdisp, int64_t off, bool wait, int *rc)
 {
@@ -270,8 +336,8 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
         return GW_OSC_DIRECT_DONE;
     }
     uint64_t ticket = 0;
-    if (d->path.copy(put ? remote : origin, put ? origin : remote, bytes, t->gpu, ogpu == t->gpu,
-                     &ticket) != 0) {
+    if (d->path.copy(put ? remote : origin, put ? origin : remote, bytes, t->gpu,
+                     ogpu == t->gpu, wait, &ticket) != 0) {
         *rc = GW_OSC_ERR_FAILED;
         return GW_OSC_DIRECT_DONE;
     }
