@@ -135,7 +135,7 @@ public:
             b.len[b.n] = bytes;
             b.n++;
             queued_.fetch_add(1, std::memory_order_relaxed);
-            gpus_ |= 1u << gpu;
+            gpus_.fetch_or(1u << gpu, std::memory_order_relaxed);
             return b.n == GW_OSC_COPY_BATCH ? launch(gpu) : 0;
         }
         if (launch(gpu) != 0) return -1;
@@ -160,9 +160,16 @@ public:
     int wait()
     {
         // Stores into shared host windows are seen by their target before
-        // whatever this synchronisation sends or releases next.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        // whatever this synchronisation sends or releases next (a store).
+        std::atomic_thread_fence(std::memory_order_release);
         int rc = kick();
+        // A batch that failed to start since the last wait fails this one.
+        if (failed_.load(std::memory_order_relaxed) &&
+            failed_.exchange(false, std::memory_order_relaxed)) {
+            rc = GW_OSC_ERR_FAILED;
+        }
+        // No copy ever went on a GPU (host windows): nothing to wait for.
+        if (gpus_.load(std::memory_order_relaxed) == 0) return rc;
         uint64_t want[kMaxGpus];
         unsigned gpus;
         {
@@ -170,15 +177,13 @@ public:
             // a wait on a ticket passed already is one load, and another
             // thread's wait in progress must not make this one return early.
             std::lock_guard<std::mutex> g(lock_);
-            gpus = gpus_;
+            gpus = gpus_.load(std::memory_order_relaxed);
             std::memcpy(want, issued_, sizeof(want));
         }
         for (int g = 0; gpus != 0 && g < kMaxGpus; g++) {
             if (!(gpus & (1u << g))) continue;
             if (gw_osc_dev_copy_wait(g, want[g]) != 0) rc = GW_OSC_ERR_FAILED;
         }
-        // A batch that failed to start since the last wait fails this one.
-        if (failed_.exchange(false, std::memory_order_relaxed)) rc = GW_OSC_ERR_FAILED;
         return rc;
     }
 
@@ -194,7 +199,7 @@ private:
     void note(int gpu, uint64_t ticket)
     {
         if (ticket > issued_[gpu]) issued_[gpu] = ticket;
-        gpus_ |= 1u << gpu;
+        gpus_.fetch_or(1u << gpu, std::memory_order_relaxed);
     }
 
     // Under lock_: gpu's batch as one kernel. A batch that fails to start is
@@ -219,7 +224,7 @@ private:
     std::vector<Target> targets_;
     std::mutex lock_;  // everything below
     uint64_t issued_[kMaxGpus] = {};
-    unsigned gpus_ = 0;
+    std::atomic<unsigned> gpus_{0};  // GPUs copied on (written under lock_)
     Batch batch_[kMaxGpus];
     std::atomic<unsigned> queued_{0};  // copies in batches, all GPUs
     std::atomic<bool> failed_{false};  // a batch failed to start since the last wait
