@@ -19,6 +19,7 @@
 
 #include "mpi_pvar.h"
 #include "mpitest.h"
+#include "osc_counter.h"
 
 #define N 1000 /* int64 elements: 8,000 bytes, the window ends mid-page */
 #define ROUNDS 50
@@ -100,15 +101,7 @@ static void counter(void)
     MT_CHECK_MPI(MPI_Win_allocate(bytes, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
     if (mt_rank == 0) mem[0] = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < ROUNDS; i++) {
-        int64_t v = -1;
-        MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
-        MT_CHECK_MPI(MPI_Get(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win));
-        MT_CHECK_MPI(MPI_Win_flush(0, win));
-        v++;
-        MT_CHECK_MPI(MPI_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win));
-        MT_CHECK_MPI(MPI_Win_unlock(0, win));
-    }
+    osc_counter_rounds(win, ROUNDS);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mt_rank == 0) MT_CHECK_EQ(mem[0], (int64_t)ROUNDS * mt_size);
     MT_CHECK_MPI(MPI_Win_free(&win));

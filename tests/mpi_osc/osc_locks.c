@@ -12,6 +12,7 @@
 
 #include "mpi_pvar.h"
 #include "mpitest.h"
+#include "osc_counter.h"
 
 #define ROUNDS 25
 #define BIG (512 * 1024) /* int64 elements: 4 MiB */
@@ -26,15 +27,7 @@ static void exclusive_counter(void)
                                 MPI_COMM_WORLD, &win));
     *mem = 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < ROUNDS; i++) {
-        int64_t v = -1;
-        MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
-        MT_CHECK_MPI(MPI_Get(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win));
-        MT_CHECK_MPI(MPI_Win_flush(0, win));
-        v++;
-        MT_CHECK_MPI(MPI_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win));
-        MT_CHECK_MPI(MPI_Win_unlock(0, win));
-    }
+    osc_counter_rounds(win, ROUNDS);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mt_rank == 0) MT_CHECK_EQ(*mem, (int64_t)ROUNDS * mt_size);
     MPI_Barrier(MPI_COMM_WORLD); /* read before anyone adds more */
