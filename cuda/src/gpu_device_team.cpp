@@ -41,7 +41,7 @@ struct gw_coll_team {
     std::mutex launched_mu; // initiation, MPI's progress and the launcher reach them
     std::deque<Launched> launched;
     // Where gw_coll_team_launcher_mode asks for it: the thread that launches
-    // the calls this rank initiates last (made at the first such call).
+    // the calls this rank initiates last (made with the board).
     std::unique_ptr<cu::Launcher> launcher;
 };
 
@@ -318,6 +318,16 @@ GW_CORE_API int gw_coll_team_board_open(gw_coll_team_t *t, const char *name, boo
     auto b = cu::NvlBoard::open(name, create, t->team->nranks(), t->team->device());
     if (!b) return fail(why, why_len, "NVLink board %s: %s", name, b.status().message().c_str());
     t->board = std::move(*b);
+    if (1 == g_launcher_mode.load(std::memory_order_relaxed) && !t->launcher) {
+        // The launcher starts here, not at the first delegated call: a
+        // thread's first CUDA calls cost milliseconds under MPS, which the
+        // first calls of the application would otherwise wait for.
+        t->launcher = std::make_unique<cu::Launcher>(kLauncherSpin, true);
+        t->launcher->submit([t] {
+            cu::detail::log_failure(cu::LogLevel::warn, "NVLink launcher", t->team->stream_status());
+        });
+        t->launcher->drain();
+    }
     return 0;
 }
 
