@@ -280,7 +280,14 @@ int gw_osc_flush(int target, ompi_win_t *win)
     /* Direct copies: complete once their tickets are reached; a flush
      * message goes only when operations went as messages. */
     rc = gw_osc_direct_settle(m);
-    gw_osc_wait_reached(m, &m->sync.acked[target], flush_send(m, target));
+    opal_mutex_lock(&m->lock);
+    const uint64_t want = gw_osc_sync_flush_send(&m->sync, target);
+    /* Nothing owed (only direct operations since the last acknowledgement,
+     * no reply awaited): done, without another look under the lock. */
+    const bool done = m->sync.acked[target] >= want && opal_list_is_empty(&m->pending);
+    opal_mutex_unlock(&m->lock);
+    if (done) return rc;
+    gw_osc_wait_reached(m, &m->sync.acked[target], want);
     gw_osc_wait_pending(m);
     return rc;
 }
