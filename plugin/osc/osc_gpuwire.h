@@ -113,6 +113,18 @@ static inline gw_osc_module_t *gw_osc_from_link(opal_list_item_t *item)
 
 #define GW_OSC(win) ((gw_osc_module_t *)(win)->w_osc_module)
 
+/* Adds n to a performance variable's counter: atomically only where
+ * threads may count at once (a locked add is a visible part of a Put into
+ * a window in shared memory). */
+static inline void gw_osc_count(unsigned long long *counter, unsigned long long n)
+{
+    if (opal_using_threads()) {
+        __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+    } else {
+        *counter += n;
+    }
+}
+
 typedef struct {
     ompi_osc_base_component_t super;
     int priority;

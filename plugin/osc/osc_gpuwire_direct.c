@@ -138,8 +138,8 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     }
     free(all);
     free(data);
-    __atomic_fetch_add(&c->direct_targets, (unsigned long long)mapped, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->shared_targets, (unsigned long long)shared, __ATOMIC_RELAXED);
+    gw_osc_count(&c->direct_targets, (unsigned long long)mapped);
+    gw_osc_count(&c->shared_targets, (unsigned long long)shared);
     opal_output_verbose(10, c->output, "osc:gpuwire: rank %d: Put and Get go direct to %d of %d "
                         "targets (%d in shared memory)", m->rank, mapped, m->size, shared);
     return rc;
@@ -178,7 +178,7 @@ int gw_osc_direct_try(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
                               tdisp, tdt->super.true_lb, wait, &erc);
     if (r == GW_OSC_DIRECT_NO) return 0;
     if (r == GW_OSC_DIRECT_MOVED) {
-        __atomic_fetch_add(&mca_osc_gpuwire_component.direct_ops, 1ULL, __ATOMIC_RELAXED);
+        gw_osc_count(&mca_osc_gpuwire_component.direct_ops, 1);
     }
     *rc = gw_osc_rc(erc);
     return 1;

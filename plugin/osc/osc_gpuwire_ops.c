@@ -372,7 +372,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
             gw_osc_blocks_fini(&blocks);
             return gw_osc_rc(rc);
         }
-        __atomic_fetch_add(&mca_osc_gpuwire_component.acc_by_ref, 1ULL, __ATOMIC_RELAXED);
+        gw_osc_count(&mca_osc_gpuwire_component.acc_by_ref, 1);
     }
     rc = gw_osc_send(m, c->target, &h, blocks.b, h.nblocks * sizeof(*blocks.b), payload,
                      plen);

@@ -175,7 +175,7 @@ static void take_lock(gw_osc_module_t *m, int target, int type)
         return;
     }
     while (!gw_osc_lock_try(m->sync.words[target], type)) opal_progress();
-    __atomic_fetch_add(&mca_osc_gpuwire_component.word_locks, 1ULL, __ATOMIC_RELAXED);
+    gw_osc_count(&mca_osc_gpuwire_component.word_locks, 1);
 }
 
 int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
@@ -280,12 +280,14 @@ int gw_osc_flush(int target, ompi_win_t *win)
     /* Direct copies: complete once their tickets are reached; a flush
      * message goes only when operations went as messages. */
     rc = gw_osc_direct_settle(m);
-    opal_mutex_lock(&m->lock);
+    /* (The lock only where threads may hold it: progress runs on this
+     * thread otherwise.) */
+    OPAL_THREAD_LOCK(&m->lock);
     const uint64_t want = gw_osc_sync_flush_send(&m->sync, target);
     /* Nothing owed (only direct operations since the last acknowledgement,
      * no reply awaited): done, without another look under the lock. */
     const bool done = m->sync.acked[target] >= want && opal_list_is_empty(&m->pending);
-    opal_mutex_unlock(&m->lock);
+    OPAL_THREAD_UNLOCK(&m->lock);
     if (done) return rc;
     gw_osc_wait_reached(m, &m->sync.acked[target], want);
     gw_osc_wait_pending(m);
