@@ -193,7 +193,7 @@ TEST_CASE("a window's bytes after the word: one memory for every rank that maps 
     CHECK(gw_osc_lockwords_data(own, 1) == nullptr);
     CHECK(gw_osc_lockwords_data(own, 2) == nullptr);
     CHECK(gw_osc_lockwords_data(nullptr, 0) == nullptr);
-    CHECK(mine[bytes - 1] == 0);  // reserved, zeroed, touchable to its end
+    CHECK(mine[bytes - 1] == 0);  // zeroed, touchable to its end
     mine[bytes - 1] = 0xab;
 
     REQUIRE(0 == gw_osc_lockwords_create(2, 1, 0, true, &peer, &id1, why, sizeof(why)));
@@ -214,4 +214,20 @@ TEST_CASE("a window's bytes after the word: one memory for every rank that maps 
     CHECK(theirs[bytes - 1] == 0xab);  // the mappings outlive the name
     gw_osc_lockwords_close(peer);
     gw_osc_lockwords_close(own);
+}
+
+TEST_CASE("a window larger than /dev/shm has free gets no segment, and says why",
+          "[osc][lockword]")
+{
+    gw_osc_lockwords_t *l = nullptr;
+    uint64_t id = 1;
+    char why[256] = "";
+    REQUIRE(0 == gw_osc_lockwords_create(2, 0, uint64_t{1} << 50, true, &l, &id, why,
+                                         sizeof(why)));
+    REQUIRE(l != nullptr);
+    CHECK(id == 0);  // none: the window is private memory, the locks go by message
+    CHECK(std::string(why).find("bytes free in /dev/shm") != std::string::npos);
+    CHECK(gw_osc_lockwords_data(l, 0) == nullptr);
+    CHECK(gw_osc_lockwords_table(l)[0] == nullptr);
+    gw_osc_lockwords_close(l);
 }

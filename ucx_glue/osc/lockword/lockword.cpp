@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,9 +45,12 @@ void say(char *why, size_t why_len, const char *what, const char *name)
 // The bytes of a segment whose window has bytes: the word's page first.
 size_t segment_len(uint64_t bytes) { return kPage + (bytes + kPage - 1) / kPage * kPage; }
 
-// Maps the segment of name (len bytes); nullptr with why. A new one is
-// reserved in full: a /dev/shm too small refuses here, not with a SIGBUS at
-// the first touch of a page it cannot give.
+// Maps the segment of name (len bytes); nullptr with why. A new one with
+// window bytes must fit in what /dev/shm has free now: one that does not
+// refuses here rather than with a SIGBUS at the first touch of a page the
+// file system cannot give. Its pages are taken as they are touched, as
+// for private memory (no reservation: a large window used sparsely costs
+// only what it uses).
 void *map_segment(const char *name, bool create, size_t len, char *why, size_t why_len)
 {
     int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
@@ -66,10 +70,17 @@ void *map_segment(const char *name, bool create, size_t len, char *why, size_t w
         return nullptr;
     }
     if (create && len > kPage) {
-        int e = posix_fallocate(fd, 0, static_cast<off_t>(len));
-        if (e != 0) {
-            errno = e;
-            say(why, why_len, "posix_fallocate", name);
+        struct statvfs fs;
+        const bool asked = fstatvfs(fd, &fs) == 0;
+        const unsigned long long room =
+            asked ? static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize : 0;
+        if (!asked || room < len) {
+            if (asked) {
+                std::snprintf(why, why_len, "%zu bytes do not fit in the %llu bytes free in "
+                              "/dev/shm", len, room);
+            } else {
+                say(why, why_len, "fstatvfs", name);
+            }
             (void)close(fd);
             (void)shm_unlink(name);
             return nullptr;
