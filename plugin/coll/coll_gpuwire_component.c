@@ -144,15 +144,6 @@ __attribute__((visibility("default"))) mca_coll_base_component_t mca_coll_gpuwir
     .collm_comm_query = mca_coll_gpuwire_comm_query,
 };
 
-static void register_counter(const char *name, const char *help, unsigned long long *storage,
-                             int var_class)
-{
-    (void)mca_base_component_pvar_register(
-        &mca_coll_gpuwire_component.collm_version, name, help, OPAL_INFO_LVL_4, var_class,
-        MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-        MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL, storage);
-}
-
 static int component_register(void)
 {
     /* First, before anything touches Open MPI's structures: is this the
@@ -165,53 +156,57 @@ static int component_register(void)
     gw_params_register(c, params, GW_PARAM_COUNT(params));
     gw_coll_select_register(c);
 
-    register_counter("passthrough_calls",
-                     "Collectives on host buffers passed to the module below unchanged",
-                     &gw_core_counters()->coll_passthrough_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("staged_calls",
-                     "Collectives on device buffers staged through host memory",
-                     &gw_core_counters()->coll_staged_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("staged_bytes", "Bytes of host staging used by staged collectives",
-                     &mca_coll_gpuwire.staged_bytes, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("device_calls",
-                     "Collectives on device buffers run on the GPU over point-to-point: "
-                     "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
-                     "Alltoall(v) (coll_gpuwire_move_algorithm); and MPI_Reduce_local by "
-                     "one kernel",
-                     &gw_core_counters()->coll_device_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("device_nb_calls",
-                     "Non-blocking collectives on device buffers run on the GPU over "
-                     "point-to-point: the reductions (counted when their "
-                     "turn comes), Ibcast, Iallgather(v), Ialltoall(v) (at initiation)",
-                     &mca_coll_gpuwire.device_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("nvlink_calls",
-                     "Collectives on device buffers run by the NVLink kernels",
-                     &mca_coll_gpuwire.nvlink_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("nvlink_nb_calls",
-                     "Non-blocking collectives on device buffers run by the NVLink kernels "
-                     "(Iallreduce, Ibcast, Iallgather; counted at the kernel's launch)",
-                     &mca_coll_gpuwire.nvlink_nb_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("hier_calls",
-                     "Allreduce, Reduce, Bcast, Allgather(v) calls on device buffers across nodes composed "
-                     "per level (coll_gpuwire_hierarchical)",
-                     &mca_coll_gpuwire.hier_calls, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("persistent_mixed",
-                     "Persistent collectives (MPI_<op>_init) some ranks initialized on device "
-                     "buffers and others not: every rank's starts run them staged",
-                     &mca_coll_gpuwire.persistent_mixed, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("nb_deferred_starts",
-                     "Non-blocking collectives whose previous module's collective started after "
-                     "their initiation returned, from MPI's progress: copies to host staging, or "
-                     "an earlier non-blocking collective of the communicator, were pending",
-                     &mca_coll_gpuwire.nb_deferred_starts, MCA_BASE_PVAR_CLASS_COUNTER);
-    register_counter("nb_pending",
-                     "Requests of coll gpuwire's non-blocking collectives not complete yet "
-                     "(freed ones included)",
-                     &mca_coll_gpuwire.nb_pending, MCA_BASE_PVAR_CLASS_LEVEL);
-    register_counter("gpus",
-                     "GPUs whose buffers coll gpuwire handles; 0: no GPU (or coll_gpuwire_device "
-                     "0), every collective passes through",
-                     &mca_coll_gpuwire.gpus, MCA_BASE_PVAR_CLASS_SIZE);
+    const int counter = MCA_BASE_PVAR_CLASS_COUNTER;
+    const gw_pvar_t pvars[] = {
+        {"passthrough_calls",
+         "Collectives on host buffers passed to the module below unchanged",
+         &gw_core_counters()->coll_passthrough_calls, counter},
+        {"staged_calls",
+         "Collectives on device buffers staged through host memory",
+         &gw_core_counters()->coll_staged_calls, counter},
+        {"staged_bytes", "Bytes of host staging used by staged collectives",
+         &mca_coll_gpuwire.staged_bytes, counter},
+        {"device_calls",
+         "Collectives on device buffers run on the GPU over point-to-point: "
+         "reductions (coll_gpuwire_reduce_algorithm), Bcast, Allgather(v), "
+         "Alltoall(v) (coll_gpuwire_move_algorithm); and MPI_Reduce_local by "
+         "one kernel",
+         &gw_core_counters()->coll_device_calls, counter},
+        {"device_nb_calls",
+         "Non-blocking collectives on device buffers run on the GPU over "
+         "point-to-point: the reductions (counted when their "
+         "turn comes), Ibcast, Iallgather(v), Ialltoall(v) (at initiation)",
+         &mca_coll_gpuwire.device_nb_calls, counter},
+        {"nvlink_calls",
+         "Collectives on device buffers run by the NVLink kernels",
+         &mca_coll_gpuwire.nvlink_calls, counter},
+        {"nvlink_nb_calls",
+         "Non-blocking collectives on device buffers run by the NVLink kernels "
+         "(Iallreduce, Ibcast, Iallgather; counted at the kernel's launch)",
+         &mca_coll_gpuwire.nvlink_nb_calls, counter},
+        {"hier_calls",
+         "Allreduce, Reduce, Bcast, Allgather(v) calls on device buffers across nodes composed "
+         "per level (coll_gpuwire_hierarchical)",
+         &mca_coll_gpuwire.hier_calls, counter},
+        {"persistent_mixed",
+         "Persistent collectives (MPI_<op>_init) some ranks initialized on device "
+         "buffers and others not: every rank's starts run them staged",
+         &mca_coll_gpuwire.persistent_mixed, counter},
+        {"nb_deferred_starts",
+         "Non-blocking collectives whose previous module's collective started after "
+         "their initiation returned, from MPI's progress: copies to host staging, or "
+         "an earlier non-blocking collective of the communicator, were pending",
+         &mca_coll_gpuwire.nb_deferred_starts, counter},
+        {"nb_pending",
+         "Requests of coll gpuwire's non-blocking collectives not complete yet "
+         "(freed ones included)",
+         &mca_coll_gpuwire.nb_pending, MCA_BASE_PVAR_CLASS_LEVEL},
+        {"gpus",
+         "GPUs whose buffers coll gpuwire handles; 0: no GPU (or coll_gpuwire_device "
+         "0), every collective passes through",
+         &mca_coll_gpuwire.gpus, MCA_BASE_PVAR_CLASS_SIZE},
+    };
+    gw_pvars_register(c, pvars, sizeof(pvars) / sizeof(pvars[0]));
     return OMPI_SUCCESS;
 }
 

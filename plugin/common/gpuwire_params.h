@@ -204,6 +204,7 @@ static inline bool gw_param_known(const gw_param_t *table, size_t n, const char 
 
 #include "gpuwire_help.h"
 #include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/util/output.h"
 
@@ -330,6 +331,29 @@ static inline void gw_params_component_close(int *output)
     if (*output >= 0) {
         opal_output_close(*output);
         *output = -1;
+    }
+}
+
+/* A performance variable the component keeps in an unsigned long long of
+ * its own: a counter (MCA_BASE_PVAR_CLASS_COUNTER), a level or a size. */
+typedef struct {
+    const char *name;
+    const char *help;
+    unsigned long long *value;
+    int var_class;
+} gw_pvar_t;
+
+/* Registers every variable of the table as continuous and read-only, under
+ * the component's prefix (<type>_<component>_<name>). */
+static inline void gw_pvars_register(const mca_base_component_t *c, const gw_pvar_t *table,
+                                     size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        (void)mca_base_component_pvar_register(
+            c, table[i].name, table[i].help, OPAL_INFO_LVL_4, table[i].var_class,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
+            table[i].value);
     }
 }
 #endif

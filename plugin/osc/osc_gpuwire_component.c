@@ -44,27 +44,24 @@ static const gw_param_t params[] = {
 #undef GW_PARAMS_STORE
 
 /* The performance variables: counters the component keeps itself. */
-static const struct {
-    const char *name;
-    const char *help;
-    unsigned long long *value;
-} counters[] = {
+#define GW_COUNTER MCA_BASE_PVAR_CLASS_COUNTER
+static const gw_pvar_t counters[] = {
     {"direct_ops", "Put and Get done by a direct copy into a mapped window",
-     &mca_osc_gpuwire_component.direct_ops},
+     &mca_osc_gpuwire_component.direct_ops, GW_COUNTER},
     {"direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
-     &mca_osc_gpuwire_component.direct_targets},
+     &mca_osc_gpuwire_component.direct_targets, GW_COUNTER},
     {"shared_targets",
      "Targets' host windows (MPI_Win_allocate) mapped in shared memory, where a Put or Get is "
      "a memory copy, over all windows",
-     &mca_osc_gpuwire_component.shared_targets},
+     &mca_osc_gpuwire_component.shared_targets, GW_COUNTER},
     {"acc_by_ref",
      "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
      "origin buffer, no host staging at either end",
-     &mca_osc_gpuwire_component.acc_by_ref},
+     &mca_osc_gpuwire_component.acc_by_ref, GW_COUNTER},
     {"word_locks",
      "Passive-target locks (lock and lock_all, per target) taken in a same-node target's lock "
      "word, without a message",
-     &mca_osc_gpuwire_component.word_locks},
+     &mca_osc_gpuwire_component.word_locks, GW_COUNTER},
 };
 
 static int component_register(void);
@@ -146,13 +143,7 @@ static int component_register(void)
     }
     mca_base_component_t *c = &mca_osc_gpuwire_component.super.osc_version;
     gw_params_register(c, params, GW_PARAM_COUNT(params));
-    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-        (void)mca_base_component_pvar_register(
-            c, counters[i].name, counters[i].help, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER,
-            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, NULL, NULL, NULL,
-            counters[i].value);
-    }
+    gw_pvars_register(c, counters, sizeof(counters) / sizeof(counters[0]));
     return OMPI_SUCCESS;
 }
 
