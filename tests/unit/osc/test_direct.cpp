@@ -502,10 +502,28 @@ TEST_CASE("direct: host windows mapped in shared memory, Put and Get as memory c
     CHECK(rc == GW_OSC_ERR_RANGE);
     CHECK(theirs[7] == 0);
 
-    // A device origin buffer keeps the message path; no accumulate by reference.
-    char dev[16] = {};
-    o.g.device(dev, sizeof(dev), 0);
-    CHECK(gw_osc_direct_rma(d, true, dev, 16, 1, 0, 0, false, &rc) == GW_OSC_DIRECT_NO);
+    // A device origin buffer: one blocking copy on its GPU into and out of
+    // the mapping, behind the application's work; no accumulate by reference.
+    int64_t dev[2] = {77, 78}, dev_back[2] = {};
+    o.g.device(dev, sizeof(dev), 1);
+    o.g.device(dev_back, sizeof(dev_back), 1);
+    o.g.user_waits.clear();
+    rc = -1;
+    CHECK(gw_osc_direct_rma(d, true, dev, 16, 1, 5, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(theirs[5] == 77);
+    CHECK(theirs[6] == 78);
+    REQUIRE(o.g.copies.size() == 1);
+    CHECK(o.g.copies[0].gpu == 1);
+    CHECK(o.g.copies[0].dst == &theirs[5]);
+    CHECK(o.g.user_waits == std::vector<int>{1});
+    CHECK(o.g.waits.size() == 1);  // complete on return
+    CHECK(gw_osc_direct_rma(d, false, dev_back, 16, 1, 5, 0, false, &rc) == GW_OSC_DIRECT_MOVED);
+    CHECK(dev_back[1] == 78);
+    o.g.fail_copy = true;
+    CHECK(gw_osc_direct_rma(d, true, dev, 16, 1, 5, 0, false, &rc) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    o.g.fail_copy = false;
     char desc[GW_OSC_DESC_BYTES];
     CHECK_FALSE(gw_osc_direct_acc_ref(d, 1, dev, 16, 0, 0, desc));
     gw_osc_direct_close(d);

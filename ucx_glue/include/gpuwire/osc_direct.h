@@ -162,8 +162,9 @@ enum {
  * contiguous and the signatures match. A device window: one asynchronous
  * copy (batched with the next ones when both ends are on the window's GPU),
  * complete after gw_osc_direct_wait (or on return when wait). A host
- * window, from a host origin buffer: one memory copy where it is mapped in
- * shared memory, else one cross-memory-attach call; complete on return.
+ * window: one memory copy where it is mapped in shared memory (a copy on the
+ * origin buffer's GPU from device memory), else, from a host origin buffer,
+ * one cross-memory-attach call; complete on return.
  * *rc: 0, GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
 GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes,
                                   int target, int64_t tdisp, int64_t off, bool wait, int *rc);

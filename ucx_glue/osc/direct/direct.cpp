@@ -9,8 +9,9 @@
 // ticket is remembered per GPU; nothing waits per operation, and every
 // synchronisation that completes operations waits for the tickets first. A
 // host window is one memory copy where the window lives in shared memory
-// that this rank maps (MPI_Win_allocate), else one cross-memory-attach call;
-// either is complete on return.
+// that this rank maps (MPI_Win_allocate; a copy on the GPU from a device
+// origin buffer), else one cross-memory-attach call; either is complete on
+// return.
 // A contiguous Accumulate from a device buffer on the target window's GPU,
 // with an op the GPU reduces, may send the buffer's description instead of
 // its bytes (the target maps it and reduces from it).
@@ -315,9 +316,16 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
     bool unordered = false;
     int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
     if (t->shared) {
-        // The window's memory is mapped here: the copy is the operation.
-        // Device origin buffers keep the message path.
-        if (ogpu >= 0) return GW_OSC_DIRECT_NO;
+        // The window's memory is mapped here: the copy is the operation. A
+        // device origin buffer: one copy on its GPU between it and the
+        // mapping (behind the application's work there), complete on return.
+        if (ogpu >= 0) {
+            if (gw_osc_dev_copy(put ? remote : origin, put ? origin : remote, bytes, ogpu) != 0) {
+                *rc = GW_OSC_ERR_FAILED;
+                return GW_OSC_DIRECT_DONE;
+            }
+            return GW_OSC_DIRECT_MOVED;
+        }
         std::memcpy(put ? remote : origin, put ? origin : remote, bytes);
         return GW_OSC_DIRECT_MOVED;
     }
