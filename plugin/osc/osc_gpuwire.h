@@ -73,6 +73,12 @@ typedef struct gw_osc_module {
     int disp_unit;
     int win_gpu;           /* -1: host memory */
     bool free_base;        /* ALLOCATE: ours */
+    /* CREATE, ALLOCATE: every rank's window as exchanged at creation, for
+     * the origin's range check (NULL: none, dynamic windows). */
+    struct gw_osc_extent {
+        uint64_t size;
+        int disp_unit;
+    } *extents;
     gw_osc_region_t *regions; /* DYNAMIC */
     int nregions, cap_regions;
 
@@ -227,6 +233,10 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
 /* Collective over the window: every rank's description of its window goes
  * to every rank; the origin maps those of same-node targets it can. */
 int gw_osc_direct_setup(gw_osc_module_t *m);
+/* Whether tcount x tdt at tdisp lies inside target's window (true where
+ * the window's extent is not known: dynamic windows). */
+bool gw_osc_in_window(const gw_osc_module_t *m, int target, ptrdiff_t tdisp, int tcount,
+                      const ompi_datatype_t *tdt);
 /* MPI_Win_allocate's memory: in this rank's segment (shared memory the
  * ranks on its node map) where the direct path is on, else private. */
 int gw_osc_window_allocate(gw_osc_module_t *m, size_t size);

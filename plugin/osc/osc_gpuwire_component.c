@@ -220,6 +220,7 @@ static void module_release(gw_osc_module_t *m)
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
     free(m->regions);
+    free(m->extents);
     gw_osc_sync_fini(&m->sync);
     gw_osc_lockwords_close(m->locks);
     free(m->start_ranks);

@@ -120,6 +120,11 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
                                          MPI_BYTE, m->comm, m->comm->c_coll->coll_allgather_module);
     const bool exchanged = rc == OMPI_SUCCESS;
+    if (exchanged) m->extents = calloc((size_t)m->size, sizeof(*m->extents));
+    for (int t = 0; m->extents != NULL && t < m->size; t++) {
+        m->extents[t].size = all[t].size;
+        m->extents[t].disp_unit = all[t].disp_unit;
+    }
     bool any_seg = false;
     for (int t = 0; exchanged && t < m->size; t++) any_seg = any_seg || all[t].seg_id != 0;
     if (any_seg) segments_open(m, all, data);
@@ -143,6 +148,19 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     opal_output_verbose(10, c->output, "osc:gpuwire: rank %d: Put and Get go direct to %d of %d "
                         "targets (%d in shared memory)", m->rank, mapped, m->size, shared);
     return rc;
+}
+
+bool gw_osc_in_window(const gw_osc_module_t *m, int target, ptrdiff_t tdisp, int tcount,
+                      const ompi_datatype_t *tdt)
+{
+    if (m->extents == NULL || tcount <= 0 || tdt->super.size == 0) return true;
+    const struct gw_osc_extent *e = &m->extents[target];
+    /* [first, last): the bytes the layout touches, as Open MPI spans them. */
+    const int64_t first = (int64_t)tdisp * e->disp_unit + tdt->super.true_lb;
+    const int64_t span = (int64_t)(tcount - 1) * (tdt->super.ub - tdt->super.lb) +
+                         (tdt->super.true_ub - tdt->super.true_lb);
+    if (span < 0) return true; /* (a negative extent: not judged here) */
+    return first >= 0 && (uint64_t)(first + span) <= e->size;
 }
 
 int gw_osc_direct_settle(gw_osc_module_t *m) { return gw_osc_rc(gw_osc_direct_wait(m->direct)); }

@@ -4,7 +4,8 @@
  * there is a memory copy. Checked: data after flush, unlock_all, fence and
  * an exclusive read-modify-write counter (the lock and the copies together);
  * a rank whose window has no bytes; a window that ends mid-page, written to
- * its last byte; nothing left in /dev/shm after MPI_Win_free. The counter
+ * its last byte; accesses outside a window refused at the origin
+ * (MPI_ERR_RMA_RANGE); nothing left in /dev/shm after MPI_Win_free. The counter
  * osc_gpuwire_shared_targets grows by the ranks whose windows have bytes,
  * unless the direct path is off (osc_gpuwire_direct 0: the windows are
  * private memory, every test the same).
@@ -102,6 +103,23 @@ static void counter(void)
     if (mt_rank == 0) mem[0] = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     osc_counter_rounds(win, ROUNDS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (mt_rank == 0) MT_CHECK_EQ(mem[0], (int64_t)ROUNDS * mt_size);
+    /* Outside a window (rank 1's has no bytes, rank 0's 64): refused at
+     * the origin with MPI_ERR_RMA_RANGE, nothing written. */
+    int64_t one = 1;
+    int cls = MPI_SUCCESS;
+    MT_CHECK_MPI(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MT_CHECK_MPI(MPI_Win_lock_all(0, win));
+    MPI_Error_class(MPI_Put(&one, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_RANGE);
+    MPI_Error_class(MPI_Accumulate(&one, 1, MPI_INT64_T, 0, 8, 1, MPI_INT64_T, MPI_SUM, win),
+                    &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_RANGE);
+    MPI_Error_class(MPI_Get(&one, 2, MPI_INT64_T, 0, 7, 2, MPI_INT64_T, win), &cls);
+    MT_CHECK_EQ(cls, MPI_ERR_RMA_RANGE);
+    MT_CHECK_MPI(MPI_Get(&one, 1, MPI_INT64_T, 0, 7, 1, MPI_INT64_T, win)); /* its last */
+    MT_CHECK_MPI(MPI_Win_unlock_all(win));
     MPI_Barrier(MPI_COMM_WORLD);
     if (mt_rank == 0) MT_CHECK_EQ(mem[0], (int64_t)ROUNDS * mt_size);
     MT_CHECK_MPI(MPI_Win_free(&win));

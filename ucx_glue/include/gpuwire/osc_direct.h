@@ -125,8 +125,9 @@ typedef struct {
     int gpu;           /* -1: host memory */
 } gw_osc_win_self_t;
 
-/* This rank's part of the exchange: GW_OSC_WIN_MESSAGES unless enabled and
- * the window has bytes and can be reached (a device window waits for the
+/* This rank's part of the exchange: its size and disp_unit always (every
+ * origin checks its accesses against them); GW_OSC_WIN_MESSAGES unless
+ * enabled and the window has bytes and can be reached (a device window waits for the
  * application's work on it first, so that it lands before a peer copies). */
 GW_CORE_API void gw_osc_direct_describe(bool enabled, const gw_osc_win_self_t *self,
                                         gw_osc_win_desc_t *mine);

@@ -247,9 +247,10 @@ void gw_osc_direct_describe(bool enabled, const gw_osc_win_self_t *self, gw_osc_
 {
     char why[256] = "";
     std::memset(mine, 0, sizeof(*mine));
-    if (!enabled || self->size == 0) return;
+    // The extent always goes: every origin checks its accesses against it.
     mine->disp_unit = self->disp_unit;
     mine->size = self->size;
+    if (!enabled || self->size == 0) return;
     if (self->gpu < 0) {
         mine->kind = GW_OSC_WIN_HOST;
         mine->pid = static_cast<int32_t>(getpid());
