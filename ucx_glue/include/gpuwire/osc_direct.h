@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "gpuwire/core.h"
+#include "gpuwire/gpu_device.h" /* gw_coll_copy_item_t */
 #include "gpuwire/osc.h" /* GW_OSC_ERR_* */
 
 #ifdef __cplusplus
@@ -65,12 +66,12 @@ GW_CORE_API int gw_osc_dev_copy(void *dst, const void *src, size_t len, int gpu)
  * (logged). Never waits. */
 GW_CORE_API int gw_osc_dev_copy_start(void *dst, const void *src, size_t len, int gpu,
                                       bool both_device, uint64_t *ticket);
-/* Enqueues n copies between device buffers (dst[i] = src[i], len[i] bytes,
- * disjoint; 1 <= n <= GW_OSC_COPY_BATCH) on gpu's stream, one kernel; *ticket
- * reaches them all. 0 or -1 (logged). Never waits. */
-#define GW_OSC_COPY_BATCH 64
-GW_CORE_API int gw_osc_dev_copy_batch(void *const *dst, const void *const *src,
-                                      const size_t *len, int n, int gpu, uint64_t *ticket);
+/* Enqueues items[0..n) (copies between device buffers, disjoint; 1 <= n <=
+ * GW_OSC_COPY_BATCH) on gpu's stream, one kernel; *ticket reaches them all.
+ * 0 or -1 (logged). Never waits. */
+#define GW_OSC_COPY_BATCH GW_COLL_COPY_BATCH_MAX
+GW_CORE_API int gw_osc_dev_copy_batch(const gw_coll_copy_item_t *items, int n, int gpu,
+                                      uint64_t *ticket);
 /* Waits until gpu's stream has passed ticket; 0 or -1 (logged). */
 GW_CORE_API int gw_osc_dev_copy_wait(int gpu, uint64_t ticket);
 /* A description of [p, p + len) for the peers (GW_OSC_DESC_BYTES); 0, or -1

@@ -121,18 +121,12 @@ int gw_osc_dev_copy_start(void *dst, const void *src, size_t len, int gpu, bool 
     return 0;
 }
 
-int gw_osc_dev_copy_batch(void *const *dst, const void *const *src, const size_t *len, int n,
-                          int gpu, uint64_t *ticket)
+int gw_osc_dev_copy_batch(const gw_coll_copy_item_t *items, int n, int gpu, uint64_t *ticket)
 {
-    static_assert(GW_OSC_COPY_BATCH == GW_COLL_COPY_BATCH_MAX, "one batch size");
-    gw_coll_copy_item_t items[GW_COLL_COPY_BATCH_MAX];
-    size_t bytes = 0;
-    for (int i = 0; i < n && i < GW_COLL_COPY_BATCH_MAX; i++) {
-        items[i] = gw_coll_copy_item_t{dst[i], src[i], len[i]};
-        bytes += len[i];
-    }
     char why[256];
     if (gw_coll_copy_device_batch(items, n, gpu, ticket, why, sizeof(why)) != 0) {
+        size_t bytes = 0;
+        for (int i = 0; i < n && i < GW_OSC_COPY_BATCH; i++) bytes += items[i].len;
         log(0, "direct copies (%d, %zu bytes) on GPU %d failed: %s", n, bytes, gpu, why);
         return -1;
     }

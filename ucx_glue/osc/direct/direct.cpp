@@ -131,10 +131,7 @@ public:
         *ticket = 0;
         Batch &b = batch_[gpu];
         if (both_device && !now) {
-            b.dst[b.n] = dst;
-            b.src[b.n] = src;
-            b.len[b.n] = bytes;
-            b.n++;
+            b.item[b.n++] = gw_coll_copy_item_t{dst, src, bytes};
             queued_.fetch_add(1, std::memory_order_relaxed);
             gpus_.fetch_or(1u << gpu, std::memory_order_relaxed);
             return b.n == GW_OSC_COPY_BATCH ? launch(gpu) : 0;
@@ -191,9 +188,7 @@ public:
 private:
     // The copies of one GPU waiting for their kernel.
     struct Batch {
-        void *dst[GW_OSC_COPY_BATCH];
-        const void *src[GW_OSC_COPY_BATCH];
-        size_t len[GW_OSC_COPY_BATCH];
+        gw_coll_copy_item_t item[GW_OSC_COPY_BATCH];
         int n = 0;
     };
 
@@ -210,7 +205,7 @@ private:
         Batch &b = batch_[gpu];
         if (b.n == 0) return 0;
         uint64_t ticket = 0;
-        int r = gw_osc_dev_copy_batch(b.dst, b.src, b.len, b.n, gpu, &ticket);
+        int r = gw_osc_dev_copy_batch(b.item, b.n, gpu, &ticket);
         queued_.fetch_sub(static_cast<unsigned>(b.n), std::memory_order_relaxed);
         b.n = 0;
         if (r == 0) {
