@@ -278,14 +278,6 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         return c->request ? greq_done(c->request) : OMPI_SUCCESS;
     }
     if (c->target < 0 || c->target >= m->size) return OMPI_ERR_RMA_RANGE;
-    /* Outside the target's window: refused here, not dropped there. */
-    if (!gw_osc_in_window(m, c->target, c->tdisp, c->tcount, c->tdt)) {
-        opal_output_verbose(1, mca_osc_gpuwire_component.output,
-                            "osc:gpuwire: rank %d: an access to rank %d's window at displacement "
-                            "%td (%d elements) lies outside it", m->rank, c->target, c->tdisp,
-                            c->tcount);
-        return OMPI_ERR_RMA_RANGE;
-    }
     if ((c->kind == GW_OSC_PUT || c->kind == GW_OSC_GET) && m->direct != NULL) {
         const bool put = c->kind == GW_OSC_PUT;
         int drc = OMPI_SUCCESS;
@@ -295,6 +287,15 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
             if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
             return drc;
         }
+    }
+    /* Outside the target's window: refused here, not dropped there (the
+     * direct path above checks its own). */
+    if (!gw_osc_in_window(m, c->target, c->tdisp, c->tcount, c->tdt)) {
+        opal_output_verbose(1, mca_osc_gpuwire_component.output,
+                            "osc:gpuwire: rank %d: an access to rank %d's window at displacement "
+                            "%td (%d elements) lies outside it", m->rank, c->target, c->tdisp,
+                            c->tcount);
+        return OMPI_ERR_RMA_RANGE;
     }
     gw_osc_hdr_t h = {.kind = c->kind, .disp = c->tdisp};
     gw_osc_blocks_t blocks;
