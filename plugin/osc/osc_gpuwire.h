@@ -86,11 +86,10 @@ typedef struct gw_osc_module {
      * target is direct. */
     gw_osc_direct_t *direct;
     /* The ranks' segments mapped here: their lock words (m->sync.words),
-     * the bytes of their MPI_Win_allocate windows; NULL: none. This rank's:
-     * its id and what it holds (GW_OSC_SEG_*). */
+     * the bytes of their MPI_Win_allocate windows; NULL: none. seg_id: this
+     * rank's (0: none). */
     gw_osc_lockwords_t *locks;
     uint64_t seg_id;
-    uint32_t seg;
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -234,7 +233,8 @@ void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
  * to every rank; the origin maps those of same-node targets it can. */
 int gw_osc_direct_setup(gw_osc_module_t *m);
 /* Whether tcount x tdt at tdisp lies inside target's window (true where
- * the window's extent is not known: dynamic windows). */
+ * the window's extent is not known: dynamic windows). For the message path:
+ * the direct path checks its own accesses. */
 bool gw_osc_in_window(const gw_osc_module_t *m, int target, ptrdiff_t tdisp, int tcount,
                       const ompi_datatype_t *tdt);
 /* MPI_Win_allocate's memory: in this rank's segment (shared memory the

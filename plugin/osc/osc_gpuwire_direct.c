@@ -52,10 +52,18 @@ static int segment_create(gw_osc_module_t *m, uint64_t bytes)
             m->locks = NULL;
             return OMPI_SUCCESS;
         }
-        m->seg = (c->lock_word ? GW_OSC_SEG_WORD : 0) | (bytes > 0 ? GW_OSC_SEG_DATA : 0);
     }
-    if (m->seg & GW_OSC_SEG_WORD) m->sync.lock_word = gw_osc_lockwords_table(m->locks)[m->rank];
+    int *word = m->locks != NULL ? gw_osc_lockwords_table(m->locks)[m->rank] : NULL;
+    if (word != NULL) m->sync.lock_word = word;
     return OMPI_SUCCESS;
+}
+
+/* What this rank's segment holds, as the peers learn it (GW_OSC_SEG_*). */
+static uint32_t segment_holds(gw_osc_module_t *m)
+{
+    if (m->locks == NULL) return 0;
+    return (gw_osc_lockwords_table(m->locks)[m->rank] != NULL ? GW_OSC_SEG_WORD : 0) |
+           (gw_osc_lockwords_data(m->locks, m->rank) != NULL ? GW_OSC_SEG_DATA : 0);
 }
 
 int gw_osc_window_allocate(gw_osc_module_t *m, size_t size)
@@ -116,7 +124,7 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     /* Every rank takes part, whatever its window: the exchange is collective
      * (a rank short of memory for its segment sends none and goes on). */
     mine.seg_id = rc == OMPI_SUCCESS ? m->seg_id : 0;
-    mine.seg = rc == OMPI_SUCCESS ? m->seg : 0;
+    mine.seg = rc == OMPI_SUCCESS ? segment_holds(m) : 0;
     rc = m->comm->c_coll->coll_allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine),
                                          MPI_BYTE, m->comm, m->comm->c_coll->coll_allgather_module);
     const bool exchanged = rc == OMPI_SUCCESS;
