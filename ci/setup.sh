@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs what gpuwire needs to build and test on Debian 12 / Ubuntu 24.04
 # (dpkg-dev and file: cpack -G DEB; debootstrap: the chroot tests; gnuplot-nox:
-# ci/report.sh's plots; python3: ci/test_summary.py and the tools tests; git:
-# the fresh-clone test). apt's output goes to a log (SETUP_LOG, default
+# ci/report.sh's plots; python3: ci/test_summary.py and the tools tests;
+# python3-mpi4py: a real client of the MPI-layer calls; git: the fresh-clone
+# test). apt's output goes to a log (SETUP_LOG, default
 # /tmp/gpuwire-setup.log); one line says what is being installed. As root, or
 # through sudo otherwise; never interactive.
 set -eu
@@ -10,7 +11,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libucx-dev libibverbs-dev
       librdmacm-dev catch2 iproute2 procps clang libclang-rt-dev
-      dpkg-dev file debootstrap debian-archive-keyring gnuplot-nox python3 git"
+      dpkg-dev file debootstrap debian-archive-keyring gnuplot-nox python3 python3-mpi4py git"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

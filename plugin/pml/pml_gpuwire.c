@@ -363,7 +363,16 @@ static int pml_del_procs(struct ompi_proc_t **procs, size_t nprocs)
     return gw_compat_fence(mca_pml_gpuwire_progress);
 }
 
-static int pml_enable(bool enable) { return OMPI_SUCCESS; }
+/* Open MPI enables the PML it selected, once, in MPI_Init. */
+static int pml_enable(bool enable)
+{
+    if (enable) {
+        mca_pml_gpuwire_layer_install(mca_pml_gpuwire_params.mpi_layer,
+                                      gw_engine_has_device(mca_pml_gpuwire.engine, NULL),
+                                      mca_pml_gpuwire.output);
+    }
+    return OMPI_SUCCESS;
+}
 /* How many ranks send to this process on comm: the remote group, which for an
  * intra-communicator is the communicator itself (Open MPI reports its remote
  * size as 0). */

@@ -71,6 +71,7 @@ typedef struct {
     size_t push_pageable_min;   /* ... from pageable memory from this size; 0: never */
     size_t host_register_bytes; /* pageable host buffers pinned for reuse; 0: none */
     size_t host_register_min;   /* ... each of at least this size */
+    int mpi_layer;              /* libgpuwire_mpi.so put in at MPI_Init: 0 never, 1 with a GPU, 2 always */
 } mca_pml_gpuwire_params_t;
 
 extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component;
@@ -81,6 +82,10 @@ extern mca_pml_gpuwire_params_t mca_pml_gpuwire_params;
 int mca_pml_gpuwire_open_engine(bool enable_mpi_threads);
 void mca_pml_gpuwire_close_engine(void);
 int mca_pml_gpuwire_progress(void);
+
+/* Puts libgpuwire_mpi.so's wrappers in this process when it was not
+ * preloaded: mode is pml_gpuwire_mpi_layer (pml_gpuwire_layer.c). */
+void mca_pml_gpuwire_layer_install(int mode, bool has_gpu, int output);
 
 /* Registers the engine's counters as MPI_T performance variables. */
 void mca_pml_gpuwire_register_pvars(const mca_base_component_t *component);

@@ -6,8 +6,9 @@
  * wrappers pass host buffers straight to Open MPI and break nothing), and with
  * GW_TEST_DEVICE, where the buffers the calls see are cudaMalloc-ed (the
  * staging path; skipped without a GPU). With GW_TEST_EXPECT_PRELOAD=1 the
- * test first checks that MPI_Pack resolves to the preloaded library, so that
- * a run without the wrappers cannot pass for one with them. With
+ * test first checks that MPI_Pack resolves to the preloaded library (=2: that
+ * the program's own reference does, pml gpuwire having put the library in at
+ * MPI_Init; =3: that it does not), so that a run without the wrappers cannot pass for one with them. With
  * GPUWIRE_MPI_STAGE_ALL=1 the library stages host buffers as it would device
  * ones (memcpy for the copies): the staging code runs in CI too.
  *
@@ -374,11 +375,19 @@ int main(int argc, char **argv)
 #endif
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const char *expect = getenv("GW_TEST_EXPECT_PRELOAD");
-    if (expect && atoi(expect) == 1) {
+    const int want = expect ? atoi(expect) : 0;
+    if (want >= 1 && want <= 3) {
+        /* 1: preloaded, the process's MPI_Pack is the library's. 2: put in by
+         * pml gpuwire at MPI_Init (pml_gpuwire_mpi_layer): this program's
+         * reference to MPI_Pack (its GOT slot) is the library's. 3: that
+         * reference is still Open MPI's (the parameter at 0). */
         Dl_info info;
-        void *fn = dlsym(RTLD_DEFAULT, "MPI_Pack");
-        if (!fn || !dladdr(fn, &info) || !info.dli_fname || !strstr(info.dli_fname, "libgpuwire_")) {
-            mt_fail(__FILE__, __LINE__, "MPI_Pack is not libgpuwire_mpi.so's (%s): preload it",
+        void *fn = want == 1 ? dlsym(RTLD_DEFAULT, "MPI_Pack") : (void *)&MPI_Pack;
+        const int ours = fn && dladdr(fn, &info) && info.dli_fname &&
+                         strstr(info.dli_fname, "libgpuwire_") != NULL;
+        if (ours != (want != 3)) {
+            mt_fail(__FILE__, __LINE__, "MPI_Pack is %s (%s)",
+                    want == 3 ? "libgpuwire_mpi.so's, not Open MPI's" : "not libgpuwire_mpi.so's: preload it",
                     fn && info.dli_fname ? info.dli_fname : "?");
             return mt_finish();
         }

@@ -10,7 +10,7 @@
 # Installs the build tree twice into a scratch DESTDIR (cmake --install, and
 # its component "deb" under /usr as cpack does) and checks that each installed
 # layer's RUNPATH leads to the libgpuwire_core.so installed beside the
-# components.
+# components, and that a plain install leaves a link to the layer there.
 set -u
 READELF=$1 NM=$2 CMAKE=$3 BUILD=$4 LAYER=$5 DEB_LAYER=$6 CORE_DIR=$7 DEB_RUNPATH=$8
 fails=0
@@ -31,7 +31,9 @@ for so in "$LAYER" "$DEB_LAYER"; do
     own=$("$NM" "$so" | awk '{ print $NF }' |
           grep -E '^(cuda[A-Z]|cu[A-Z][a-z]|_ZN7gpuwire|__cudart)' | head -5)
     [ -z "$own" ] || fail "$so: holds GPU code of its own: $own"
-    exported=$("$NM" -D --defined-only "$so" | awk '{ print $NF }' | grep -Ev '^(MPI_|MPIX_)' | head -5)
+    # And the entry pml gpuwire calls to put the layer in without a preload.
+    exported=$("$NM" -D --defined-only "$so" | awk '{ print $NF }' |
+               grep -Ev '^(MPI_|MPIX_|gw_mpi_layer_install$)' | head -5)
     [ -z "$exported" ] || fail "$so: exports more than MPI_ and MPIX_ functions: $exported"
 done
 runpath "$DEB_LAYER" | grep -qxF "$DEB_RUNPATH" ||
@@ -47,6 +49,10 @@ if DESTDIR=$DEST/plain "$CMAKE" --install "$BUILD" --prefix /opt/gw >"$DEST/plai
     [ "$rp" = "$CORE_DIR" ] || fail "installed layer: RUNPATH $rp, not the components' folder $CORE_DIR"
     [ -f "$DEST/plain$rp/libgpuwire_core.so" ] ||
         fail "installed layer: no libgpuwire_core.so in its RUNPATH $rp"
+    # pml gpuwire finds the layer beside itself (its RUNPATH is $ORIGIN).
+    link=$(readlink "$DEST/plain$CORE_DIR/libgpuwire_mpi.so")
+    [ "$DEST/plain$link" -ef "$so" ] ||
+        fail "no link to the installed layer beside the components ($link)"
 else
     tail -5 "$DEST/plain.log"
     fail "cmake --install $BUILD failed"
