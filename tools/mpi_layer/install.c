@@ -4,6 +4,8 @@
  * the MPI functions this library defines (their GOT slots: the PLT's jump
  * slots and the addresses taken through the GOT) at this library's ones.
  *
+ * Open MPI's Fortran bindings (libmpi_mpifh, libmpi_usempi*) call the C
+ * functions by their PMPI_ names: there those references are pointed here.
  * Not changed: Open MPI's own libraries and components (their calls stay
  * Open MPI's), gpuwire's libraries, and objects loaded after the call (a
  * module dlopen-ed after MPI_Init keeps Open MPI's functions; preload the
@@ -69,15 +71,26 @@ typedef struct {
 
 enum { GW_MAX_CHANGES = 512 };
 
+/* Open MPI's Fortran bindings call the C functions by their PMPI_ names. */
+static int fortran_bindings(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "libmpi_mpifh", 12) == 0 || strncmp(base, "libmpi_usempi", 13) == 0;
+}
+
 static size_t find_relocs(install_t *in, const struct dl_phdr_info *info, const ElfW(Rela) *rel,
                           size_t bytes, const ElfW(Sym) *symtab, const char *strtab,
-                          change_t *out, size_t n)
+                          int pmpi, change_t *out, size_t n)
 {
     for (size_t i = 0; i < bytes / sizeof(*rel) && n < GW_MAX_CHANGES; i++) {
         const unsigned type = ELF64_R_TYPE(rel[i].r_info);
         if (type != GW_R_JUMP_SLOT && type != GW_R_GLOB_DAT) continue;
         const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rel[i].r_info)];
         const char *name = strtab + sym->st_name;
+        /* In the Fortran bindings PMPI_Pack is pointed at MPI_Pack here,
+         * which calls libmpi's PMPI_Pack. */
+        if (pmpi && strncmp(name, "PMPI_", 5) == 0) name++;
         if (strncmp(name, "MPI", 3) != 0 || (name[3] != '_' && name[3] != 'X')) continue;
         void *to = dlsym(in->self, name);
         Dl_info di;
@@ -129,8 +142,9 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *arg)
     if (symtab == NULL || strtab == NULL || !pltrel_rela) return 0;
     change_t changes[GW_MAX_CHANGES];
     size_t n = 0;
-    if (jmprel) n = find_relocs(in, info, jmprel, jmprel_bytes, symtab, strtab, changes, n);
-    if (rela) n = find_relocs(in, info, rela, rela_bytes, symtab, strtab, changes, n);
+    const int pmpi = path && fortran_bindings(path);
+    if (jmprel) n = find_relocs(in, info, jmprel, jmprel_bytes, symtab, strtab, pmpi, changes, n);
+    if (rela) n = find_relocs(in, info, rela, rela_bytes, symtab, strtab, pmpi, changes, n);
     if (n == 0) return 0;
     /* RELRO (the GOT of an object bound at load): read-only by now, writable
      * for the stores, read-only again. Slots outside it are writable. */
