@@ -30,33 +30,41 @@ _Static_assert(MPI_LOCK_EXCLUSIVE == GW_OSC_LOCK_EXCLUSIVE &&
 
 /* ---- fence ------------------------------------------------------------- */
 
+/* Every rank contributes the operations it ever sent as messages to each
+ * rank; the sum tells each target how many it must have applied, and
+ * whether any went as a message since the last fence. The direct path's
+ * copies are done before a rank contributes, so no rank leaves the
+ * reduction before every copy into its window has landed. Messages since the
+ * last fence: a barrier once every target has applied them, so that no rank
+ * starts the next epoch (a Get from a target still applying a Put of this
+ * one, say) early. None: the reduction is the whole fence. */
 int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
     int drc = gw_osc_direct_settle(m);
     if (drc != OMPI_SUCCESS) return drc;
-    uint64_t *expect = calloc(m->size, sizeof(*expect));
-    uint64_t *sent = calloc(m->size, sizeof(*sent));
-    if (expect == NULL || sent == NULL) {
-        free(expect);
-        free(sent);
-        return OMPI_ERR_OUT_OF_RESOURCE;
-    }
+    uint64_t *sent = calloc(2 * (size_t)m->size, sizeof(*sent));
+    if (sent == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    uint64_t *total = sent + m->size;
     opal_mutex_lock(&m->lock);
     memcpy(sent, m->sync.sent, m->size * sizeof(*sent));
     opal_mutex_unlock(&m->lock);
-    /* How many operations each origin ever sent here. */
-    int rc = m->comm->c_coll->coll_alltoall(sent, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T,
-                                            m->comm, m->comm->c_coll->coll_alltoall_module);
+    int rc = m->comm->c_coll->coll_allreduce(sent, total, m->size, MPI_UINT64_T, MPI_SUM, m->comm,
+                                             m->comm->c_coll->coll_allreduce_module);
     if (rc == OMPI_SUCCESS) {
-        for (int o = 0; o < m->size; o++) {
-            gw_osc_wait_reached(m, &m->sync.applied[o], expect[o]);
+        uint64_t all = 0;
+        for (int t = 0; t < m->size; t++) all += total[t];
+        if (all != m->fence_total) {
+            /* As many applied, from all origins together, as were sent here. */
+            gw_osc_wait_applied(m, total[ompi_comm_rank(m->comm)]);
+            gw_osc_wait_pending(m);
+            rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+            m->fence_total = all;
+        } else {
+            gw_osc_wait_pending(m);
         }
-        gw_osc_wait_pending(m);
-        rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
     }
-    free(expect);
     free(sent);
     return rc;
 }
