@@ -4,14 +4,16 @@
 # osu_fop_latency and osu_cas_latency, -d cuda D D, with every window kind of
 # OSC_WINS and synchronisation of OSC_SYNCS, through
 # osc gpuwire beside Open MPI's pml ucx + osc ucx over a UCX built with CUDA,
-# in one MPS session; then host windows (-s flush) beside osc ucx over the
-# system's UCX. Prints, per size, both figures and the ratio, and whether
-# gpuwire is ahead (lower latency, higher bandwidth).
+# in one MPS session; then host windows (put and get latency under every
+# synchronisation of OSC_HOST_SYNCS) beside osc ucx over the system's UCX.
+# Prints, per size, both figures and the ratio, and whether gpuwire is ahead
+# (lower latency, higher bandwidth).
 #   ci/gpu_osc.sh <build dir> <out dir>
 #   OSU_DIR: OSU's libexec/osu-micro-benchmarks/mpi (default .ref/osu-install/...)
 #   GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (none: no reference rows)
 #   OSC_ITERS (100), OSC_GW_EXTRA: more --mca settings for gpuwire's rows,
-#   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush").
+#   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush"),
+#   OSC_HOST_SYNCS ("flush fence pscw lock_all").
 # Writes osc_runs.txt to <out dir>; prints the tables last.
 set -uo pipefail
 BUILD=$1
@@ -31,6 +33,7 @@ REF=$(osu_ref --mca osc ucx)
 HOSTREF="$OSU_BASE --mca pml ucx --mca osc ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
 WINS=${OSC_WINS:-create allocate}
 SYNCS=${OSC_SYNCS:-lock flush}
+HOST_SYNCS=${OSC_HOST_SYNCS:-flush fence pscw lock_all}
 ARGS="-m 1:4194304 -i $ITERS -x $((ITERS / 10))"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
 # ahead <lat|bw> <gpuwire> <ref>: yes when gpuwire is the better of the two.
@@ -55,11 +58,13 @@ for w in $WINS; do
         # shellcheck disable=SC2086
         [ -n "$REF" ] && run "ref_${b}_${s}_$w" "$REF" "$OSU/one-sided/osu_$b" -d cuda -w "$w" -s "$s" $ARGS D D
     done
-    for b in put_latency get_latency; do
-        # shellcheck disable=SC2086
-        run "gwh_${b}_$w" "$GW" "$OSU/one-sided/osu_$b" -w "$w" -s flush $ARGS
-        # shellcheck disable=SC2086
-        run "refh_${b}_$w" "$HOSTREF" "$OSU/one-sided/osu_$b" -w "$w" -s flush $ARGS
+    for s in $HOST_SYNCS; do
+        for b in put_latency get_latency; do
+            # shellcheck disable=SC2086
+            run "gwh_${b}_${s}_$w" "$GW" "$OSU/one-sided/osu_$b" -w "$w" -s "$s" $ARGS
+            # shellcheck disable=SC2086
+            run "refh_${b}_${s}_$w" "$HOSTREF" "$OSU/one-sided/osu_$b" -w "$w" -s "$s" $ARGS
+        done
     done
 done
 
@@ -79,14 +84,16 @@ for w in $WINS; do
         done
         echo "runs: gpuwire $(ok "gw_${b}_${s}_$w"), ucx $([ -n "$REF" ] && ok "ref_${b}_${s}_$w" || echo -)"
     done
-    for b in put_latency get_latency; do
-        echo
-        echo "| osu_$b host windows -w $w -s flush | size | osc gpuwire | osc ucx | gpuwire/ucx | gpuwire ahead |"
-        echo "| --- | --- | --- | --- | --- | --- |"
-        for n in $SIZES; do
-            g=$(val "gwh_${b}_$w" "$n"); u=$(val "refh_${b}_$w" "$n")
-            echo "| us | $n | $g | $u | $(ratio "$g" "$u") | $(ahead lat "$g" "$u") |"
+    for s in $HOST_SYNCS; do
+        for b in put_latency get_latency; do
+            echo
+            echo "| osu_$b host windows -w $w -s $s | size | osc gpuwire | osc ucx | gpuwire/ucx | gpuwire ahead |"
+            echo "| --- | --- | --- | --- | --- | --- |"
+            for n in $SIZES; do
+                g=$(val "gwh_${b}_${s}_$w" "$n"); u=$(val "refh_${b}_${s}_$w" "$n")
+                echo "| us | $n | $g | $u | $(ratio "$g" "$u") | $(ahead lat "$g" "$u") |"
+            done
+            echo "runs: gpuwire $(ok "gwh_${b}_${s}_$w"), ucx $(ok "refh_${b}_${s}_$w")"
         done
-        echo "runs: gpuwire $(ok "gwh_${b}_$w"), ucx $(ok "refh_${b}_$w")"
     done
 done
