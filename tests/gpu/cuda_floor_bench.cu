@@ -28,6 +28,8 @@ namespace {
 
 int g_reps = 1000;
 
+__global__ void empty_kernel() {}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorName(e));
@@ -163,6 +165,48 @@ int main(int argc, char** argv) {
     // Same-GPU D2D: what moves it (SMs or a copy engine) and what signals it.
     row("8 B D2D cudaMemcpyAsync + mark + spin on reached()", time_us(g_reps, [&] {
           check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, ts->handle()), "memcpy");
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    // What any submission costs: the signal alone, an empty kernel, and a
+    // small same-GPU copy taken by the copy engines through pinned memory.
+    row("mark alone + spin on reached()", time_us(g_reps, [&] {
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    row("empty kernel + mark + spin on reached()", time_us(g_reps, [&] {
+          empty_kernel<<<1, 1, 0, ts->handle()>>>();
+          check(cudaGetLastError(), "launch");
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    // Back to back on one stream, a kernel may wait for the previous one to
+    // retire after its mark was seen: the same copies over the pool's streams in turn.
+    row("8 B D2D copy_and_mark, streams in turn + spin", time_us(g_reps, [&] {
+          TrackedStream* st = pool.next(0).value();
+          uint64_t t = st->copy_and_mark(&item, 1).value();
+          while (!st->reached(t)) {
+          }
+        }), "us");
+    row("8 B D2D cudaMemcpyAsync + mark, streams in turn + spin", time_us(g_reps, [&] {
+          TrackedStream* st = pool.next(0).value();
+          check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, d8, 8, cudaMemcpyDeviceToDevice, st->handle()), "memcpy");
+          uint64_t t = st->mark().value();
+          while (!st->reached(t)) {
+          }
+        }), "us");
+    row("8 B D2D as D2H + H2D via pinned + mark + spin", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(h8, d8, 8, cudaMemcpyDeviceToHost, ts->handle()), "memcpy");
+          check(cudaMemcpyAsync(static_cast<char*>(d8) + 32, h8, 8, cudaMemcpyHostToDevice, ts->handle()), "memcpy");
+          uint64_t t = ts->mark().value();
+          while (!ts->reached(t)) {
+          }
+        }), "us");
+    row("8 B H2D + mark + spin on reached()", time_us(g_reps, [&] {
+          check(cudaMemcpyAsync(d8, h8, 8, cudaMemcpyHostToDevice, ts->handle()), "memcpy");
           uint64_t t = ts->mark().value();
           while (!ts->reached(t)) {
           }

@@ -50,6 +50,9 @@ struct DeviceConfig {
     // most this many bytes, ranges of at least host_register_min; 0: none.
     size_t host_register_bytes = 0;
     size_t host_register_min = size_t{1} << 20;
+    // IPC copies between two buffers of one GPU up to this size (at most
+    // kSlotBytes) take two copy-engine DMAs through a pinned slot; 0: none.
+    size_t small_bounce_max = 0;
 };
 
 class DevicePath {
@@ -120,6 +123,7 @@ public:
         cuda::TrackedStream *stream;
         uint64_t ticket;
         cuda::Status start; // an error: the copy never started, reported by poll() as is
+        bool slot = false;  // holds a small-copy slot (freed in order, with the entry)
     };
     cuda::Status start_copy(void *dst, const void *src, size_t len, int device,
                             cuda::IpcMapping mapping, void *token);
@@ -129,7 +133,7 @@ public:
     // copies of one progress call cost one submission. `token` comes back from
     // poll() once its copy is done (or failed).
     void queue_copy(void *dst, const void *src, size_t len, int device, cuda::IpcMapping mapping,
-                    void *token);
+                    void *token, bool same_gpu = false);
     bool queued() const { return !queue_.empty(); }
     void flush_copies();
 
@@ -155,6 +159,7 @@ public:
             } else {
                 done(p.token, cuda::Status{});
             }
+            if (pending_.front().slot) --slots_used_;
             pending_.pop_front();
             ++n;
         }
@@ -205,7 +210,18 @@ private:
         int device;
         cuda::IpcMapping mapping;
         void *token;
+        bool same_gpu;
     };
+    // A small copy between buffers of one GPU as two copy-engine DMAs
+    // through a pinned slot (device to host, host to device): false when it
+    // cannot (no slot free, or none to be had); the caller then queues it.
+    bool start_small_same_gpu(Queued &q);
+
+    static constexpr size_t kSlotBytes = 4096;
+    static constexpr size_t kSlots = 64;
+    size_t small_max_ = 0;       // copies up to this size take the slots; 0: none
+    void *slots_ = nullptr;      // kSlots x kSlotBytes of pinned memory, from the cache
+    size_t slot_next_ = 0, slots_used_ = 0;
 
     cuda::GpuContext *const ctx_; // one reference, released by the destructor
     const bool order_;            // DeviceConfig::order_after_user
