@@ -108,10 +108,6 @@ typedef struct gw_osc_module {
     ompi_group_t *post_group;
     int *post_ranks;
     int npost;
-    /* Operations sent as messages by every rank to every rank, ever, as of
-     * the last fence (the same on every rank): a fence after which it has
-     * not grown needs no barrier. */
-    uint64_t fence_total;
 } gw_osc_module_t;
 
 /* The module from its link in the component's list of windows. */
@@ -183,8 +179,6 @@ void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
 /* Polls until *value (a counter of m's, updated under m->lock, such as
  * acked[target] or applied[origin]) reaches want. */
 void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t want);
-/* Waits until the operations applied here, from all origins together, reach want. */
-void gw_osc_wait_applied(gw_osc_module_t *m, uint64_t want);
 void gw_osc_wait_pending(gw_osc_module_t *m);
 void gw_osc_wait_sends(gw_osc_module_t *m);
 /* The window's synchronisation state (m->sync) with its callbacks. */

@@ -266,19 +266,6 @@ void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t wan
     poll_until(m, value_reached, &r);
 }
 
-static bool sum_reached(gw_osc_module_t *m, const void *arg)
-{
-    const uint64_t *want = arg;
-    uint64_t sum = 0;
-    for (int i = 0; i < m->size; i++) sum += m->sync.applied[i];
-    return sum >= *want;
-}
-
-void gw_osc_wait_applied(gw_osc_module_t *m, uint64_t want)
-{
-    poll_until(m, sum_reached, &want);
-}
-
 /* Every reply this process awaits has arrived. */
 void gw_osc_wait_pending(gw_osc_module_t *m)
 {

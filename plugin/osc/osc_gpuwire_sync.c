@@ -30,43 +30,39 @@ _Static_assert(MPI_LOCK_EXCLUSIVE == GW_OSC_LOCK_EXCLUSIVE &&
 
 /* ---- fence ------------------------------------------------------------- */
 
-/* Every rank contributes the operations it ever sent as messages to each
- * rank; the sum tells each target how many it must have applied, and
- * whether any went as a message since the last fence. The direct path's
- * copies are done before a rank contributes, so no rank leaves the
- * reduction before every copy into its window has landed. Messages since the
- * last fence: a barrier once every target has applied them, so that no rank
- * starts the next epoch (a Get from a target still applying a Put of this
- * one, say) early. None: the reduction is the whole fence. */
+/* A flush of every target, then a barrier. The direct path's copies are
+ * done first; operations sent as messages are waited for until each target
+ * has acknowledged them as applied (a FLUSH to those owed, none otherwise),
+ * and replies until they are in. So when the barrier lets the ranks go,
+ * every operation of the epoch is complete at origin and target, and no
+ * rank's next epoch can overtake this one. An epoch of direct operations
+ * only (host windows on one node, device windows over CUDA IPC) costs the
+ * barrier, as osc ucx's fence does. */
 int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
     gw_osc_module_t *m = GW_OSC(win);
-    int drc = gw_osc_direct_settle(m);
-    if (drc != OMPI_SUCCESS) return drc;
-    uint64_t *sent = calloc(2 * (size_t)m->size, sizeof(*sent));
-    if (sent == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
-    uint64_t *total = sent + m->size;
-    opal_mutex_lock(&m->lock);
-    memcpy(sent, m->sync.sent, m->size * sizeof(*sent));
-    opal_mutex_unlock(&m->lock);
-    int rc = m->comm->c_coll->coll_allreduce(sent, total, m->size, MPI_UINT64_T, MPI_SUM, m->comm,
-                                             m->comm->c_coll->coll_allreduce_module);
-    if (rc == OMPI_SUCCESS) {
-        uint64_t all = 0;
-        for (int t = 0; t < m->size; t++) all += total[t];
-        if (all != m->fence_total) {
-            /* As many applied, from all origins together, as were sent here. */
-            gw_osc_wait_applied(m, total[ompi_comm_rank(m->comm)]);
-            gw_osc_wait_pending(m);
-            rc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
-            m->fence_total = all;
-        } else {
-            gw_osc_wait_pending(m);
+    int rc = gw_osc_direct_settle(m);
+    if (rc != OMPI_SUCCESS) return rc;
+    bool owed = false;
+    OPAL_THREAD_LOCK(&m->lock);
+    for (int t = 0; t < m->size && !owed; t++) owed = m->sync.acked[t] < m->sync.sent[t];
+    OPAL_THREAD_UNLOCK(&m->lock);
+    if (owed) {
+        uint64_t *want = calloc((size_t)m->size, sizeof(*want));
+        if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+        OPAL_THREAD_LOCK(&m->lock);
+        for (int t = 0; t < m->size; t++) {
+            if (m->sync.acked[t] < m->sync.sent[t]) want[t] = gw_osc_sync_flush_send(&m->sync, t);
         }
+        OPAL_THREAD_UNLOCK(&m->lock);
+        for (int t = 0; t < m->size; t++) {
+            if (want[t]) gw_osc_wait_reached(m, &m->sync.acked[t], want[t]);
+        }
+        free(want);
     }
-    free(sent);
-    return rc;
+    gw_osc_wait_pending(m);
+    return m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
 }
 
 /* ---- post / start / complete / wait ------------------------------------ */
