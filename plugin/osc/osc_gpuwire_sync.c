@@ -30,30 +30,24 @@ _Static_assert(MPI_LOCK_EXCLUSIVE == GW_OSC_LOCK_EXCLUSIVE &&
 
 /* ---- fence ------------------------------------------------------------- */
 
-/* A flush of every target, then a barrier. The direct path's copies are
- * done first; operations sent as messages are waited for until each target
- * has acknowledged them as applied (a FLUSH to those owed, none otherwise),
- * and replies until they are in. So when the barrier lets the ranks go,
- * every operation of the epoch is complete at origin and target, and no
- * rank's next epoch can overtake this one. An epoch of direct operations
- * only (host windows on one node, device windows over CUDA IPC) costs the
- * barrier, as osc ucx's fence does. */
-int gw_osc_fence(int assert, ompi_win_t *win)
+/* Sends a FLUSH to every target owed operations sent as messages (only the
+ * targets of this rank's access epochs, with epoch) and waits for their
+ * acknowledgements (each once the target has applied them), then for every
+ * reply. Nothing is sent or allocated when none is owed. */
+static int flush_targets(gw_osc_module_t *m, bool epoch)
 {
-    (void)assert;
-    gw_osc_module_t *m = GW_OSC(win);
-    int rc = gw_osc_direct_settle(m);
-    if (rc != OMPI_SUCCESS) return rc;
+#define GW_OWED(t) (m->sync.acked[t] < m->sync.sent[t] && \
+                    (!epoch || gw_osc_sync_flush_check(&m->sync, t) == 0))
     bool owed = false;
     OPAL_THREAD_LOCK(&m->lock);
-    for (int t = 0; t < m->size && !owed; t++) owed = m->sync.acked[t] < m->sync.sent[t];
+    for (int t = 0; t < m->size && !owed; t++) owed = GW_OWED(t);
     OPAL_THREAD_UNLOCK(&m->lock);
     if (owed) {
         uint64_t *want = calloc((size_t)m->size, sizeof(*want));
         if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
         OPAL_THREAD_LOCK(&m->lock);
         for (int t = 0; t < m->size; t++) {
-            if (m->sync.acked[t] < m->sync.sent[t]) want[t] = gw_osc_sync_flush_send(&m->sync, t);
+            if (GW_OWED(t)) want[t] = gw_osc_sync_flush_send(&m->sync, t);
         }
         OPAL_THREAD_UNLOCK(&m->lock);
         for (int t = 0; t < m->size; t++) {
@@ -61,7 +55,23 @@ int gw_osc_fence(int assert, ompi_win_t *win)
         }
         free(want);
     }
+#undef GW_OWED
     gw_osc_wait_pending(m);
+    return OMPI_SUCCESS;
+}
+
+/* A flush of every target, then a barrier: when it lets the ranks go, every
+ * operation of the epoch is complete at origin and target (the direct
+ * path's copies are waited for first), so no rank's next epoch can overtake
+ * this one. An epoch of direct operations only (host windows on one node,
+ * device windows over CUDA IPC) costs the barrier, as osc ucx's fence does. */
+int gw_osc_fence(int assert, ompi_win_t *win)
+{
+    (void)assert;
+    gw_osc_module_t *m = GW_OSC(win);
+    int rc = gw_osc_direct_settle(m);
+    if (rc == OMPI_SUCCESS) rc = flush_targets(m, false);
+    if (rc != OMPI_SUCCESS) return rc;
     return m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
 }
 
@@ -216,14 +226,6 @@ static void unlock_wait(gw_osc_module_t *m, int target, uint64_t want)
     }
 }
 
-static uint64_t flush_send(gw_osc_module_t *m, int target)
-{
-    opal_mutex_lock(&m->lock);
-    uint64_t want = gw_osc_sync_flush_send(&m->sync, target);
-    opal_mutex_unlock(&m->lock);
-    return want;
-}
-
 int gw_osc_unlock(int target, ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
@@ -302,17 +304,8 @@ int gw_osc_flush_all(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
     int rc = gw_osc_direct_settle(m);
-    uint64_t *want = calloc(m->size, sizeof(*want));
-    if (want == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
-    for (int t = 0; t < m->size; t++) {
-        if (gw_osc_sync_flush_check(&m->sync, t) == 0) want[t] = flush_send(m, t);
-    }
-    for (int t = 0; t < m->size; t++) {
-        if (want[t]) gw_osc_wait_reached(m, &m->sync.acked[t], want[t]);
-    }
-    free(want);
-    gw_osc_wait_pending(m);
-    return rc;
+    const int frc = flush_targets(m, true);
+    return rc != OMPI_SUCCESS ? rc : frc;
 }
 
 /* Puts and accumulates as messages are sent from copies (locally complete
