@@ -150,7 +150,7 @@ void DevicePath::flush_copies()
         cuda::CopyItem items[cuda::kCopyBatchMax];
         size_t end = begin, n = 0;
         for (; end < queue_.size() && queue_[end].device == device; ++end) items[n++] = queue_[end].item;
-        if (n == 1 && queue_[begin].same_gpu && queue_[begin].item.len <= small_max_ && !order_ &&
+        if (n == 1 && queue_[begin].same_gpu && small_bounce(queue_[begin].item.len) && !order_ &&
             start_small_same_gpu(queue_[begin])) {
             begin = end;
             continue;

@@ -135,6 +135,9 @@ public:
     void queue_copy(void *dst, const void *src, size_t len, int device, cuda::IpcMapping mapping,
                     void *token, bool same_gpu = false);
     bool queued() const { return !queue_.empty(); }
+    // Whether a copy of len bytes may take the pinned slots (queue_copy's
+    // same_gpu is asked only then: it costs a device look-up).
+    bool small_bounce(size_t len) const { return small_max_ != 0 && len <= small_max_; }
     void flush_copies();
 
     // Opens (or finds) the mapping of a peer's exported range.
