@@ -1,32 +1,23 @@
 /*
  * libgpuwire_mpi.so without LD_PRELOAD. The MPI-layer calls (MPI_Pack,
  * Sendrecv_replace, File I/O, Bsend, ...) run in Open MPI's MPI layer with
- * the CPU and never reach a PML; on a device buffer they crash. When the
- * library was not preloaded, the PML Open MPI selected opens it (beside the
- * components, through this component's RUNPATH, or where the dynamic linker
- * finds it) and has it point the program's calls at its wrappers
- * (gw_mpi_layer_install, tools/mpi_layer/install.c): the application runs
- * unchanged. docs/device_memory.md.
+ * the CPU and never reach a PML; on a device buffer they crash. The PML
+ * Open MPI selected opens the library (beside the components, through this
+ * component's RUNPATH, or where the dynamic linker finds it) and has it
+ * point the program's calls at its wrappers
+ * (gw_mpi_layer_install, tools/mpi_layer/install.c; a preloaded library is
+ * left as it is): the application runs unchanged. docs/device_memory.md.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <string.h>
 
 #include "pml_gpuwire.h"
 
 typedef int (*gw_layer_install_fn)(int *slots, int *objects, char *why, size_t why_len);
 
-static bool preloaded(void)
-{
-    void *fn = dlsym(RTLD_DEFAULT, "MPI_Pack");
-    Dl_info info;
-    return fn != NULL && dladdr(fn, &info) && info.dli_fname != NULL &&
-           strstr(info.dli_fname, "libgpuwire_") != NULL;
-}
-
 void mca_pml_gpuwire_layer_install(int mode, bool has_gpu, int output)
 {
-    if (mode == 0 || preloaded()) return;
+    if (mode == 0) return;
     if (mode == 1 && !has_gpu) return;
     /* Kept open for the process's life (the library is nodelete anyway):
      * the program's calls go to it from now on. */

@@ -234,6 +234,14 @@ GW_EXPORT int gw_mpi_layer_install(int *slots, int *objects, char *why, size_t w
         return -1;
     }
     in.self_base = me.dli_fbase;
+    /* Preloaded (this copy or another): the process's MPI functions are a
+     * layer's already; nothing to change. */
+    Dl_info pack;
+    void *fn = dlsym(RTLD_DEFAULT, "MPI_Pack");
+    if (fn != NULL && dladdr(fn, &pack) && pack.dli_fname != NULL &&
+        strstr(pack.dli_fname, "libgpuwire_") != NULL) {
+        return 0;
+    }
     in.self = dlopen(me.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     if (in.self == NULL) {
         snprintf(why, why_len, "the layer cannot open itself: %s", dlerror());
