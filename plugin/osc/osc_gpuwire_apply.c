@@ -136,7 +136,13 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     const gw_osc_window_t w = window_of(m);
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     gw_osc_miss_t miss = {0, 0};
+    /* A window in shared memory: the origins on this node may be changing
+     * it themselves (gw_osc_apply_direct); an accumulate waits its turn. */
+    int *word = h->kind != GW_OSC_PUT && h->kind != GW_OSC_GET
+                    ? gw_osc_lockwords_acc(m->locks, m->rank) : NULL;
+    if (word != NULL) gw_osc_acc_lock(word);
     int rc = gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
+    if (word != NULL) gw_osc_acc_unlock(word);
     if (rc == GW_OSC_ERR_RANGE) {
         opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%llu) outside rank %d's window; "
                     "operation dropped", origin, (long long)miss.at,
@@ -151,4 +157,22 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
         gw_osc_send(m, origin, &r, NULL, 0, reply, h->bytes);
         free(reply);
     }
+}
+
+int gw_osc_apply_direct(gw_osc_module_t *m, uint32_t kind, int target, ptrdiff_t tdisp,
+                        int64_t off, size_t bytes, const void *origin, const void *compare,
+                        void *result, MPI_Datatype el, MPI_Op op, int *rc)
+{
+    int *word = gw_osc_lockwords_acc(m->locks, target);
+    if (word == NULL) return GW_OSC_DIRECT_NO;
+    apply_ctx_t c = {.type = el, .op = kind == GW_OSC_CAS ? MPI_OP_NULL : op};
+    const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
+    int erc = 0;
+    int r = gw_osc_direct_acc(m->direct, word, kind, target, tdisp, off, bytes, origin, compare,
+                              result, 0, 0, &ops, &erc);
+    if (r != GW_OSC_DIRECT_NO) {
+        gw_osc_count(&mca_osc_gpuwire_component.direct_accs, 1);
+        *rc = gw_osc_rc(erc);
+    }
+    return r;
 }

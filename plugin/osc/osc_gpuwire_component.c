@@ -54,6 +54,10 @@ static const gw_pvar_t counters[] = {
      "Targets' host windows (MPI_Win_allocate) mapped in shared memory, where a Put or Get is "
      "a memory copy, over all windows",
      &mca_osc_gpuwire_component.shared_targets, GW_COUNTER},
+    {"direct_accs",
+     "Accumulates, Get_accumulates, Fetch_and_ops and Compare_and_swaps done by the origin in "
+     "a same-node host window in shared memory, under its accumulate word",
+     &mca_osc_gpuwire_component.direct_accs, GW_COUNTER},
     {"acc_by_ref",
      "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
      "origin buffer, no host staging at either end",

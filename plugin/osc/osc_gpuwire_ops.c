@@ -271,6 +271,37 @@ typedef struct {
     ompi_request_t **request; /* R* forms */
 } gw_osc_call_t;
 
+/* count x dt is one contiguous run of bytes (dt NULL: no). */
+static bool one_run(int count, const ompi_datatype_t *dt, size_t bytes)
+{
+    return dt != NULL && (size_t)count * dt->super.size == bytes &&
+           ompi_datatype_is_contiguous_memory_layout(dt, count);
+}
+
+/* An accumulate of predefined elements, each buffer one contiguous run, to
+ * a host window in shared memory: done here (gw_osc_apply_direct), unless
+ * an operation this rank sent target as a message may still be unapplied
+ * (it must land first: MPI orders one origin's accumulates). */
+static bool acc_direct(gw_osc_module_t *m, const gw_osc_call_t *c, int *rc)
+{
+    if (m->locks == NULL || !ompi_datatype_is_predefined(c->tdt)) return false;
+    const size_t bytes = (size_t)c->tcount * c->tdt->super.size;
+    const bool cas = c->kind == GW_OSC_CAS, noop = c->op == MPI_NO_OP;
+    if (!one_run(c->tcount, c->tdt, bytes) ||
+        (!cas && !noop && !one_run(c->ocount, c->odt, bytes)) ||
+        (gw_osc_fetches(c->kind) && !one_run(c->rcount, c->rdt, bytes))) {
+        return false;
+    }
+    opal_mutex_lock(&m->lock);
+    const bool settled = m->sync.sent[c->target] == m->sync.acked[c->target];
+    opal_mutex_unlock(&m->lock);
+    if (!settled) return false;
+    const void *o = noop ? NULL : cas ? c->oaddr : (const char *)c->oaddr + c->odt->super.true_lb;
+    void *r = c->raddr != NULL ? (char *)c->raddr + c->rdt->super.true_lb : NULL;
+    return gw_osc_apply_direct(m, c->kind, c->target, c->tdisp, c->tdt->super.true_lb, bytes, o,
+                               c->compare, r, c->tdt, c->op, rc) != GW_OSC_DIRECT_NO;
+}
+
 static int issue(ompi_win_t *win, const gw_osc_call_t *c)
 {
     gw_osc_module_t *m = GW_OSC(win);
@@ -284,6 +315,13 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         if (gw_osc_direct_try(m, put, put ? (void *)c->oaddr : c->raddr,
                               put ? c->ocount : c->rcount, put ? c->odt : c->rdt, c->target,
                               c->tdisp, c->tcount, c->tdt, c->request != NULL, &drc)) {
+            if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
+            return drc;
+        }
+    }
+    if (c->kind != GW_OSC_PUT && c->kind != GW_OSC_GET && m->direct != NULL) {
+        int drc = OMPI_SUCCESS;
+        if (acc_direct(m, c, &drc)) {
             if (c->request && drc == OMPI_SUCCESS) drc = greq_done(c->request);
             return drc;
         }

@@ -250,6 +250,16 @@ GW_CORE_API int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id,
 /* Rank t's window bytes as mapped here; NULL where its segment holds none or
  * is not mapped (and for l NULL). */
 GW_CORE_API void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t);
+/* Rank t's accumulate word, in its segment's first page: held while an
+ * accumulate-kind operation (GW_OSC_ACC, _GACC, _CAS) changes the window's
+ * bytes there, by the same-node origins that apply it themselves
+ * (gw_osc_direct_acc) and by the target for those that come as messages,
+ * which gives MPI's per-element atomicity across both. NULL where t's
+ * segment holds no window bytes or is not mapped (and for l NULL). */
+GW_CORE_API int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t);
+/* Takes an accumulate word (spins, then yields); releases it. */
+GW_CORE_API void gw_osc_acc_lock(int *word);
+GW_CORE_API void gw_osc_acc_unlock(int *word);
 /* Removes this rank's word's name once every peer has opened it. */
 GW_CORE_API void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l);
 /* The lock words per rank (this rank's own among them), for gw_osc_sync_t. */
@@ -330,6 +340,14 @@ typedef struct {
 GW_CORE_API int gw_osc_apply_blocks(const gw_osc_window_t *w, const gw_osc_hdr_t *h,
                                     const char *body, char *reply, const gw_osc_mem_ops_t *ops,
                                     gw_osc_miss_t *miss);
+/* One block of an operation of kind at at (gpu's memory, -1: host), len
+ * bytes: a fetching kind reads the old bytes into reply first; then PUT
+ * copies payload, ACC and GACC combine it (type, op: the caller's handles,
+ * given to ops->combine), CAS copies it where the old bytes equal compare.
+ * 0 or GW_OSC_ERR_FAILED. */
+GW_CORE_API int gw_osc_apply_at(const gw_osc_mem_ops_t *ops, uint32_t kind, int32_t type,
+                                int32_t op, char *at, int gpu, const char *payload,
+                                const char *compare, char *reply, size_t len);
 
 /* ---- cma: host windows on this node (ucx_glue/osc/cma) -------------------- */
 

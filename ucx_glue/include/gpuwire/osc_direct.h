@@ -170,6 +170,22 @@ enum {
  * *rc: 0, GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
 GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes,
                                   int target, int64_t tdisp, int64_t off, bool wait, int *rc);
+/* An accumulate-kind operation (GW_OSC_ACC, _GACC, _CAS) of bytes done
+ * here on target's host window mapped in shared memory, at tdisp (its
+ * disp_units) + off, under word (its gw_osc_lockwords_acc): result (the
+ * fetching kinds; host memory) gets the bytes before, then the window's
+ * bytes become origin op them (ops->combine with type and op; origin NULL:
+ * MPI_NO_OP) or, for CAS, origin where they equal compare. origin, compare
+ * and result are contiguous host buffers; the caller has checked the
+ * layouts, and that no accumulate it sent target as a message may still be
+ * unapplied (MPI's order from one origin). Complete on return.
+ * GW_OSC_DIRECT_NO where target's window is not such a window or a buffer
+ * is device memory; else *rc: 0, GW_OSC_ERR_RANGE (logged) or
+ * GW_OSC_ERR_FAILED. */
+GW_CORE_API int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target,
+                                  int64_t tdisp, int64_t off, uint64_t bytes, const void *origin,
+                                  const void *compare, void *result, int32_t type, int32_t op,
+                                  const gw_osc_mem_ops_t *ops, int *rc);
 /* Waits for every copy issued so far (origin buffers reusable, data at the
  * targets). 0 or GW_OSC_ERR_FAILED. NULL: 0. */
 GW_CORE_API int gw_osc_direct_wait(gw_osc_direct_t *d);

@@ -48,6 +48,31 @@ bool gw_osc_fetches(uint32_t kind)
     return kind == GW_OSC_GET || kind == GW_OSC_GACC || kind == GW_OSC_CAS;
 }
 
+int gw_osc_apply_at(const gw_osc_mem_ops_t *ops, uint32_t kind, int32_t type, int32_t op,
+                    char *at, int gpu, const char *payload, const char *compare, char *reply,
+                    size_t len)
+{
+    int failed = reply != nullptr ? copy(ops, reply, at, len, gpu) : 0;
+    switch (kind) {
+    case GW_OSC_PUT:
+        failed |= copy(ops, at, payload, len, gpu);
+        break;
+    case GW_OSC_ACC:
+    case GW_OSC_GACC:
+        failed |= ops->combine(ops->ctx, at, payload, len, type, op, gpu);
+        break;
+    case GW_OSC_CAS:
+        // Against the old value just read.
+        if (reply != nullptr && std::memcmp(reply, compare, len) == 0) {
+            failed |= copy(ops, at, payload, len, gpu);
+        }
+        break;
+    default:
+        break;
+    }
+    return failed ? GW_OSC_ERR_FAILED : 0;
+}
+
 int gw_osc_apply_blocks(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const char *body,
                         char *reply, const gw_osc_mem_ops_t *ops, gw_osc_miss_t *miss)
 {
@@ -64,26 +89,12 @@ int gw_osc_apply_blocks(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const c
             miss->len = len;
             return GW_OSC_ERR_RANGE;
         }
-        int failed = fetch ? copy(ops, reply + pos, at, len, gpu) : 0;
-        switch (h->kind) {
-        case GW_OSC_PUT:
-            failed |= copy(ops, at, payload + pos, len, gpu);
-            break;
-        case GW_OSC_ACC:
-        case GW_OSC_GACC:
-            failed |= ops->combine(ops->ctx, at, payload + pos, len, h->type, h->op, gpu);
-            break;
-        case GW_OSC_CAS:
-            // One element, so one block: the new value, then the compare
-            // value, against the old value just read.
-            if (std::memcmp(reply, payload + len, len) == 0) {
-                failed |= copy(ops, at, payload, len, gpu);
-            }
-            break;
-        default:
-            break;
+        // CAS: one element, so one block: the new value, then the compare
+        // value.
+        if (gw_osc_apply_at(ops, h->kind, h->type, h->op, at, gpu, payload + pos,
+                            payload + pos + len, fetch ? reply + pos : nullptr, len) != 0) {
+            return GW_OSC_ERR_FAILED;
         }
-        if (failed) return GW_OSC_ERR_FAILED;
         pos += len;
     }
     return 0;

@@ -12,6 +12,8 @@
 // that this rank maps (MPI_Win_allocate; a copy on the GPU from a device
 // origin buffer), else one cross-memory-attach call; either is complete on
 // return.
+// An accumulate-kind operation from host buffers to a host window mapped in
+// shared memory is done here too, under the window's accumulate word.
 // A contiguous Accumulate from a device buffer on the target window's GPU,
 // with an op the GPU reduces, may send the buffer's description instead of
 // its bytes (the target maps it and reduces from it).
@@ -293,6 +295,25 @@ int gw_osc_direct_wait(gw_osc_direct_t *d) { return d == nullptr ? 0 : d->path.w
 
 int gw_osc_direct_kick(gw_osc_direct_t *d) { return d == nullptr ? 0 : d->path.kick(); }
 
+namespace {
+
+// Target t's bytes [tdisp * disp_unit + off, + bytes) as mapped here;
+// nullptr (logged) when they are not all inside its window.
+char *locate(const gw_osc_direct_t *d, const Target *t, int target, int64_t tdisp, int64_t off,
+             uint64_t bytes)
+{
+    int64_t at = tdisp * t->disp_unit + off;
+    if (at < 0 || static_cast<uint64_t>(at) + bytes > t->size) {
+        log(0, "rank %d accessed [%lld, +%llu) outside rank %d's window of %llu bytes",
+            d->path.rank(), static_cast<long long>(at), static_cast<unsigned long long>(bytes),
+            target, static_cast<unsigned long long>(t->size));
+        return nullptr;
+    }
+    return t->ptr + at;
+}
+
+}  // namespace
+
 int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes, int target,
                       int64_t tdisp, int64_t off, bool wait, int *rc)
 {
@@ -300,15 +321,11 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
     if (t == nullptr) return GW_OSC_DIRECT_NO;
     *rc = 0;
     if (bytes == 0) return GW_OSC_DIRECT_DONE;
-    int64_t at = tdisp * t->disp_unit + off;
-    if (at < 0 || static_cast<uint64_t>(at) + bytes > t->size) {
-        log(0, "rank %d accessed [%lld, +%llu) outside rank %d's window of %llu bytes",
-            d->path.rank(), static_cast<long long>(at), static_cast<unsigned long long>(bytes),
-            target, static_cast<unsigned long long>(t->size));
+    char *remote = locate(d, t, target, tdisp, off, bytes);
+    if (remote == nullptr) {
         *rc = GW_OSC_ERR_RANGE;
         return GW_OSC_DIRECT_DONE;
     }
-    char *remote = t->ptr + at;
     bool unordered = false;
     int ogpu = gw_osc_dev_where_order(origin, bytes, &unordered);
     if (t->shared) {
@@ -352,6 +369,34 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
     }
     // Rput, Rget: the request completes with the copy.
     if (wait && gw_osc_dev_copy_wait(t->gpu, ticket) != 0) *rc = GW_OSC_ERR_FAILED;
+    return GW_OSC_DIRECT_MOVED;
+}
+
+int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target, int64_t tdisp,
+                      int64_t off, uint64_t bytes, const void *origin, const void *compare,
+                      void *result, int32_t type, int32_t op, const gw_osc_mem_ops_t *ops,
+                      int *rc)
+{
+    const Target *t = d == nullptr ? nullptr : d->path.target(target);
+    if (t == nullptr || !t->shared || word == nullptr) return GW_OSC_DIRECT_NO;
+    if (kind != GW_OSC_ACC && kind != GW_OSC_GACC && kind != GW_OSC_CAS) return GW_OSC_DIRECT_NO;
+    // Device buffers keep the message path (which stages them).
+    for (const void *p : {origin, compare, static_cast<const void *>(result)}) {
+        if (p != nullptr && bytes > 0 && gw_osc_dev_where(p, bytes) >= 0) return GW_OSC_DIRECT_NO;
+    }
+    *rc = 0;
+    if (bytes == 0) return GW_OSC_DIRECT_DONE;
+    char *remote = locate(d, t, target, tdisp, off, bytes);
+    if (remote == nullptr) {
+        *rc = GW_OSC_ERR_RANGE;
+        return GW_OSC_DIRECT_DONE;
+    }
+    gw_osc_acc_lock(word);
+    int r = gw_osc_apply_at(ops, kind, type, op, remote, -1, static_cast<const char *>(origin),
+                            static_cast<const char *>(compare), static_cast<char *>(result),
+                            bytes);
+    gw_osc_acc_unlock(word);
+    if (r != 0) *rc = GW_OSC_ERR_FAILED;
     return GW_OSC_DIRECT_MOVED;
 }
 

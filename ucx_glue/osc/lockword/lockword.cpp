@@ -11,11 +11,16 @@
 // A window allocated by MPI_Win_allocate in host memory lives in the same
 // segment, after the word's page: the ranks on the node map it with the word,
 // and a Put or Get there is a memory copy (ucx_glue/osc/direct).
+// Such a segment's page also holds its accumulate word (kAccWord bytes in,
+// a cache line of its own): held by whoever changes the window's bytes
+// with an accumulate-kind operation, an origin on the node or the target
+// applying a message, so that each is atomic against the others.
 #include "gpuwire/osc.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -29,6 +34,7 @@
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr size_t kAccWord = 64;
 std::atomic<uint32_t> g_seq{0};
 
 void name_of(uint64_t id, char *out, size_t len)
@@ -218,6 +224,29 @@ void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t)
     const Segment &g = l->segs[static_cast<size_t>(t)];
     return g.len > kPage ? static_cast<char *>(g.base) + kPage : nullptr;
 }
+
+int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t)
+{
+    if (l == nullptr || t < 0 || static_cast<size_t>(t) >= l->segs.size()) return nullptr;
+    const Segment &g = l->segs[static_cast<size_t>(t)];
+    return g.len > kPage ? reinterpret_cast<int *>(static_cast<char *>(g.base) + kAccWord)
+                         : nullptr;
+}
+
+void gw_osc_acc_lock(int *word)
+{
+    // Held for one operation's copies: spin a while, then let the holder
+    // run (ranks may outnumber cores).
+    for (unsigned spins = 0;; spins++) {
+        if (__atomic_load_n(word, __ATOMIC_RELAXED) == 0 &&
+            __atomic_exchange_n(word, 1, __ATOMIC_ACQUIRE) == 0) {
+            return;
+        }
+        if (spins >= 64) (void)sched_yield();
+    }
+}
+
+void gw_osc_acc_unlock(int *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }
 
 void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l)
 {

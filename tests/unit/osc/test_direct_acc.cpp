@@ -1,0 +1,181 @@
+// The accumulate family done by a same-node origin in a host window mapped in
+// shared memory (gw_osc_direct_acc), under the window's accumulate word
+// (gw_osc_lockwords_acc): what it does, what it declines, and that the word
+// is held while the window changes.
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "direct_fixture.hpp"
+#include "gpuwire/osc.h"
+
+using namespace osctest;
+
+namespace {
+
+constexpr int32_t kSum = 1, kReplace = 2, kNoOp = 3;
+
+// int64 elements: dst = src op dst; records whether the word was held.
+struct Combine {
+    int *word = nullptr;
+    int held = 0, calls = 0;
+    static int fn(void *ctx, void *dst, const void *src, size_t len, int32_t, int32_t op, int gpu)
+    {
+        auto *c = static_cast<Combine *>(ctx);
+        c->calls++;
+        if (c->word != nullptr && __atomic_load_n(c->word, __ATOMIC_RELAXED) == 1) c->held++;
+        if (gpu >= 0 || len % 8) return -1;
+        auto *d = static_cast<int64_t *>(dst);
+        const auto *s = static_cast<const int64_t *>(src);
+        for (size_t i = 0; i < len / 8; i++) {
+            if (op == kSum) d[i] += s[i];
+            if (op == kReplace) d[i] = s[i];
+        }
+        return 0;
+    }
+    static int copy(void *, void *, const void *, size_t, int) { return -1; }
+    gw_osc_mem_ops_t ops() { return gw_osc_mem_ops_t{&Combine::copy, &Combine::fn, this}; }
+};
+
+}  // namespace
+
+TEST_CASE("accumulate word: in a segment with window bytes, held by one at a time",
+          "[osc][lockword]")
+{
+    gw_osc_lockwords_t *with = nullptr, *without = nullptr;
+    uint64_t id = 0, id2 = 0;
+    char why[256] = "";
+    REQUIRE(0 == gw_osc_lockwords_create(2, 0, 64, true, &with, &id, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_create(2, 1, 0, true, &without, &id2, why, sizeof(why)));
+    int *word = gw_osc_lockwords_acc(with, 0);
+    REQUIRE(word != nullptr);
+    CHECK(word != gw_osc_lockwords_table(with)[0]);  // not the passive-target lock word
+    CHECK(gw_osc_lockwords_acc(without, 1) == nullptr);  // a lock word alone
+    CHECK(gw_osc_lockwords_acc(with, 1) == nullptr);     // not mapped
+    CHECK(gw_osc_lockwords_acc(nullptr, 0) == nullptr);
+    CHECK(gw_osc_lockwords_acc(with, 5) == nullptr);
+    // A peer's mapping of it is the same word.
+    REQUIRE(0 == gw_osc_lockwords_open(without, 0, id, 64, false, why, sizeof(why)));
+    int *theirs = gw_osc_lockwords_acc(without, 0);
+    REQUIRE(theirs != nullptr);
+    gw_osc_acc_lock(word);
+    CHECK(*theirs == 1);
+    gw_osc_acc_unlock(word);
+    CHECK(*theirs == 0);
+
+    // Two threads, each through its own mapping: a plain counter stays exact.
+    int64_t *counter = static_cast<int64_t *>(gw_osc_lockwords_data(with, 0));
+    REQUIRE(counter != nullptr);
+    *counter = 0;
+    auto bump = [](int *w, int64_t *c) {
+        for (int i = 0; i < 200000; i++) {
+            gw_osc_acc_lock(w);
+            int64_t v = *reinterpret_cast<volatile int64_t *>(c);
+            *reinterpret_cast<volatile int64_t *>(c) = v + 1;
+            gw_osc_acc_unlock(w);
+        }
+    };
+    std::thread a(bump, word, counter);
+    std::thread b(bump, theirs, static_cast<int64_t *>(gw_osc_lockwords_data(without, 0)));
+    a.join();
+    b.join();
+    CHECK(*counter == 400000);
+    gw_osc_lockwords_unlink(with);
+    gw_osc_lockwords_unlink(without);
+    gw_osc_lockwords_close(without);
+    gw_osc_lockwords_close(with);
+}
+
+TEST_CASE("direct accumulates on a shared host window: done under its word", "[osc][direct]")
+{
+    Opened o;
+    // Rank 1's window mapped here (shared memory), rank 2's reached by
+    // cross-memory attach, rank 3's on a GPU.
+    int64_t mine[8] = {}, theirs[8] = {}, other[8] = {};
+    char dev[64] = {};
+    o.g.device(dev, sizeof(dev), 0);
+    const gw_osc_win_self_t self = self_of(0, mine, sizeof(mine), -1, 8);
+    std::vector<gw_osc_win_desc_t> all = {describe(self),
+                                          describe(self_of(1, theirs, sizeof(theirs), -1, 8)),
+                                          describe(self_of(2, other, sizeof(other), -1, 8)),
+                                          describe(self_of(3, dev, sizeof(dev), 0, 8))};
+    void *data[4] = {mine, theirs, nullptr, nullptr};
+    Peers peers{{true, true, true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1, word = 0;
+    REQUIRE(gw_osc_direct_open(&self, 4, all.data(), data, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    CHECK(mapped == 4);
+    Combine c;
+    c.word = &word;
+    const gw_osc_mem_ops_t ops = c.ops();
+    auto acc = [&](uint32_t kind, int target, int64_t disp, const void *origin,
+                   const void *compare, void *result, int32_t op, uint64_t bytes = 8) {
+        rc = -1;
+        return gw_osc_direct_acc(d, &word, kind, target, disp, 0, bytes, origin, compare, result,
+                                 0, op, &ops, &rc);
+    };
+
+    const int64_t two[2] = {5, 6};
+    CHECK(acc(GW_OSC_ACC, 1, 2, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(acc(GW_OSC_ACC, 1, 2, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_MOVED);
+    CHECK(theirs[2] == 10);
+    CHECK(theirs[3] == 12);
+    CHECK(c.calls == 2);
+    CHECK(c.held == 2);  // the word held around each change
+    CHECK(word == 0);    // and released
+
+    int64_t before[2] = {-1, -1};
+    CHECK(acc(GW_OSC_GACC, 1, 2, two, nullptr, before, kReplace, 16) == GW_OSC_DIRECT_MOVED);
+    CHECK(before[0] == 10);
+    CHECK(before[1] == 12);
+    CHECK(theirs[2] == 5);
+    // NO_OP: a read, origin NULL.
+    CHECK(acc(GW_OSC_GACC, 1, 3, nullptr, nullptr, before, kNoOp) == GW_OSC_DIRECT_MOVED);
+    CHECK(before[0] == 6);
+    CHECK(theirs[3] == 6);
+
+    // Compare-and-swap: swaps on equal only, answers the old value.
+    int64_t nv = 99, cmp = 5, old = -1;
+    CHECK(acc(GW_OSC_CAS, 1, 2, &nv, &cmp, &old, 0) == GW_OSC_DIRECT_MOVED);
+    CHECK(old == 5);
+    CHECK(theirs[2] == 99);
+    CHECK(acc(GW_OSC_CAS, 1, 2, &nv, &cmp, &old, 0) == GW_OSC_DIRECT_MOVED);  // 99 != 5
+    CHECK(old == 99);
+    CHECK(theirs[2] == 99);
+    // This rank's own window, in its own segment: the same.
+    CHECK(acc(GW_OSC_ACC, 0, 7, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_MOVED);
+    CHECK(mine[7] == 5);
+    CHECK(word == 0);
+
+    // Past the end: refused, nothing changed, the word not taken.
+    const int calls = c.calls;
+    CHECK(acc(GW_OSC_ACC, 1, 7, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    CHECK(theirs[7] == 0);
+    CHECK(c.calls == calls);
+    // A failing combine: done, and said.
+    int64_t odd[1] = {1};
+    CHECK(acc(GW_OSC_ACC, 1, 0, odd, nullptr, nullptr, kSum, 4) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(word == 0);
+    // Nothing to move: done.
+    CHECK(acc(GW_OSC_ACC, 1, 0, two, nullptr, nullptr, kSum, 0) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == 0);
+
+    // Declined, for the message path: a window reached by cross-memory
+    // attach, a device window, no word, a Put, a device origin or result.
+    CHECK(acc(GW_OSC_ACC, 2, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_ACC, 3, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
+    CHECK(gw_osc_direct_acc(d, nullptr, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0, kSum,
+                            &ops, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_PUT, 1, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_ACC, 1, 0, dev, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_GACC, 1, 0, two, nullptr, dev, kSum) == GW_OSC_DIRECT_NO);
+    CHECK(gw_osc_direct_acc(nullptr, &word, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0,
+                            kSum, &ops, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(theirs[0] == 0);
+    gw_osc_direct_close(d);
+}
