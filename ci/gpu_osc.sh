@@ -4,7 +4,7 @@
 # osu_fop_latency and osu_cas_latency, -d cuda D D, with every window kind of
 # OSC_WINS and synchronisation of OSC_SYNCS, through
 # osc gpuwire beside Open MPI's pml ucx + osc ucx over a UCX built with CUDA,
-# in one MPS session; then host windows (put and get latency under every
+# in one MPS session; then host windows (OSC_HOST_BENCHES under every
 # synchronisation of OSC_HOST_SYNCS) beside osc ucx over the system's UCX.
 # Prints, per size, both figures and the ratio, and whether gpuwire is ahead
 # (lower latency, higher bandwidth).
@@ -13,7 +13,8 @@
 #   GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (none: no reference rows)
 #   OSC_ITERS (100), OSC_GW_EXTRA: more --mca settings for gpuwire's rows,
 #   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush"),
-#   OSC_HOST_SYNCS ("flush fence pscw lock_all").
+#   OSC_HOST_SYNCS ("flush fence pscw lock_all"), OSC_HOST_BENCHES ("put_latency
+#   get_latency acc_latency get_acc_latency fop_latency cas_latency").
 # Writes osc_runs.txt to <out dir>; prints the tables last.
 set -uo pipefail
 BUILD=$1
@@ -34,6 +35,7 @@ HOSTREF="$OSU_BASE --mca pml ucx --mca osc ucx --mca pml_ucx_tls any --mca pml_u
 WINS=${OSC_WINS:-create allocate}
 SYNCS=${OSC_SYNCS:-lock flush}
 HOST_SYNCS=${OSC_HOST_SYNCS:-flush fence pscw lock_all}
+HOST_BENCHES=${OSC_HOST_BENCHES:-put_latency get_latency acc_latency get_acc_latency fop_latency cas_latency}
 ARGS="-m 1:4194304 -i $ITERS -x $((ITERS / 10))"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; }'; }
 # ahead <lat|bw> <gpuwire> <ref>: yes when gpuwire is the better of the two.
@@ -59,7 +61,7 @@ for w in $WINS; do
         [ -n "$REF" ] && run "ref_${b}_${s}_$w" "$REF" "$OSU/one-sided/osu_$b" -d cuda -w "$w" -s "$s" $ARGS D D
     done
     for s in $HOST_SYNCS; do
-        for b in put_latency get_latency; do
+        for b in $HOST_BENCHES; do
             # shellcheck disable=SC2086
             run "gwh_${b}_${s}_$w" "$GW" "$OSU/one-sided/osu_$b" -w "$w" -s "$s" $ARGS
             # shellcheck disable=SC2086
@@ -85,11 +87,13 @@ for w in $WINS; do
         echo "runs: gpuwire $(ok "gw_${b}_${s}_$w"), ucx $([ -n "$REF" ] && ok "ref_${b}_${s}_$w" || echo -)"
     done
     for s in $HOST_SYNCS; do
-        for b in put_latency get_latency; do
+        for b in $HOST_BENCHES; do
+            sizes=$SIZES
+            case $b in fop_* | cas_*) sizes=$(awk '/^[0-9]/ {print $1; exit}' "/tmp/osc_gwh_${b}_${s}_$w" 2>/dev/null) ;; esac
             echo
             echo "| osu_$b host windows -w $w -s $s | size | osc gpuwire | osc ucx | gpuwire/ucx | gpuwire ahead |"
             echo "| --- | --- | --- | --- | --- | --- |"
-            for n in $SIZES; do
+            for n in $sizes; do
                 g=$(val "gwh_${b}_${s}_$w" "$n"); u=$(val "refh_${b}_${s}_$w" "$n")
                 echo "| us | $n | $g | $u | $(ratio "$g" "$u") | $(ahead lat "$g" "$u") |"
             done
