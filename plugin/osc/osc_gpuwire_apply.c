@@ -121,8 +121,14 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
         .type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE,
         .op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL};
 
+    /* The same-node origins may be changing the window themselves
+     * (gw_osc_apply_direct): an accumulate waits its turn. */
+    int *word = h->kind != GW_OSC_PUT && h->kind != GW_OSC_GET
+                    ? gw_osc_lockwords_acc(m->locks, m->rank) : NULL;
     if (h->kind == GW_OSC_ACC && h->aux == GW_OSC_BY_REF) {
+        if (word != NULL) gw_osc_acc_lock(word);
         (void)apply_by_ref(m, origin, h, blocks, payload, c.type, c.op);
+        if (word != NULL) gw_osc_acc_unlock(word);
         return;
     }
     if (fetch) {
@@ -136,10 +142,6 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     const gw_osc_window_t w = window_of(m);
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     gw_osc_miss_t miss = {0, 0};
-    /* A window in shared memory: the origins on this node may be changing
-     * it themselves (gw_osc_apply_direct); an accumulate waits its turn. */
-    int *word = h->kind != GW_OSC_PUT && h->kind != GW_OSC_GET
-                    ? gw_osc_lockwords_acc(m->locks, m->rank) : NULL;
     if (word != NULL) gw_osc_acc_lock(word);
     int rc = gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
     if (word != NULL) gw_osc_acc_unlock(word);
@@ -168,8 +170,9 @@ int gw_osc_apply_direct(gw_osc_module_t *m, uint32_t kind, int target, ptrdiff_t
     apply_ctx_t c = {.type = el, .op = kind == GW_OSC_CAS ? MPI_OP_NULL : op};
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     int erc = 0;
+    /* (The kernels' ids for a device window; combine takes the handles.) */
     int r = gw_osc_direct_acc(m->direct, word, kind, target, tdisp, off, bytes, origin, compare,
-                              result, 0, 0, &ops, &erc);
+                              result, gw_osc_kernel_type(el), gw_osc_kernel_op(op), &ops, &erc);
     if (r != GW_OSC_DIRECT_NO) {
         gw_osc_count(&mca_osc_gpuwire_component.direct_accs, 1);
         *rc = gw_osc_rc(erc);

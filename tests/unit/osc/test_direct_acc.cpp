@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "direct_fixture.hpp"
+#include "gpuwire/cuda/reduce.h"
 #include "gpuwire/osc.h"
 
 using namespace osctest;
@@ -40,7 +41,7 @@ struct Combine {
 
 }  // namespace
 
-TEST_CASE("accumulate word: in a segment with window bytes, held by one at a time",
+TEST_CASE("accumulate word: in every rank's segment, held by one at a time",
           "[osc][lockword]")
 {
     gw_osc_lockwords_t *with = nullptr, *without = nullptr;
@@ -51,7 +52,10 @@ TEST_CASE("accumulate word: in a segment with window bytes, held by one at a tim
     int *word = gw_osc_lockwords_acc(with, 0);
     REQUIRE(word != nullptr);
     CHECK(word != gw_osc_lockwords_table(with)[0]);  // not the passive-target lock word
-    CHECK(gw_osc_lockwords_acc(without, 1) == nullptr);  // a lock word alone
+    // A segment of the lock word alone (a device window, a private one) has
+    // it too.
+    CHECK(gw_osc_lockwords_acc(without, 1) != nullptr);
+    CHECK(gw_osc_lockwords_acc(without, 1) != gw_osc_lockwords_table(without)[1]);
     CHECK(gw_osc_lockwords_acc(with, 1) == nullptr);     // not mapped
     CHECK(gw_osc_lockwords_acc(nullptr, 0) == nullptr);
     CHECK(gw_osc_lockwords_acc(with, 5) == nullptr);
@@ -166,9 +170,8 @@ TEST_CASE("direct accumulates on a shared host window: done under its word", "[o
     CHECK(rc == 0);
 
     // Declined, for the message path: a window reached by cross-memory
-    // attach, a device window, no word, a Put, a device origin or result.
+    // attach, no word, a Put, a device origin or result.
     CHECK(acc(GW_OSC_ACC, 2, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
-    CHECK(acc(GW_OSC_ACC, 3, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
     CHECK(gw_osc_direct_acc(d, nullptr, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0, kSum,
                             &ops, &rc) == GW_OSC_DIRECT_NO);
     CHECK(acc(GW_OSC_PUT, 1, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
@@ -177,5 +180,99 @@ TEST_CASE("direct accumulates on a shared host window: done under its word", "[o
     CHECK(gw_osc_direct_acc(nullptr, &word, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0,
                             kSum, &ops, &rc) == GW_OSC_DIRECT_NO);
     CHECK(theirs[0] == 0);
+    gw_osc_direct_close(d);
+}
+
+TEST_CASE("direct accumulates on a mapped device window: the kernels, under its word",
+          "[osc][direct]")
+{
+    Opened o;
+    // Rank 1's window on GPU 0 (mapped here), rank 0's (this rank's) on the
+    // host and private. Origin buffers: host, device on GPU 0 and GPU 1.
+    int32_t win[8] = {}, mine[4] = {}, dev0[2] = {3, 4}, dev1[2] = {30, 40}, dres[2] = {};
+    o.g.device(win, sizeof(win), 0);
+    o.g.device(dev0, sizeof(dev0), 0);
+    o.g.device(dev1, sizeof(dev1), 1);
+    o.g.device(dres, sizeof(dres), 0);
+    const gw_osc_win_self_t self = self_of(0, mine, sizeof(mine), -1, 4);
+    std::vector<gw_osc_win_desc_t> all = {describe(self, false),
+                                          describe(self_of(1, win, sizeof(win), 0, 4))};
+    Peers peers{{true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1, word = 0;
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    REQUIRE(mapped == 1);
+    Combine c;  // never called for a device window
+    const gw_osc_mem_ops_t ops = c.ops();
+    auto acc = [&](uint32_t kind, int64_t disp, const void *origin, void *result, int32_t op,
+                   uint64_t bytes = 8, int32_t type = GW_TYPE_INT32) {
+        rc = -1;
+        return gw_osc_direct_acc(d, &word, kind, 1, disp, 0, bytes, origin, nullptr, result,
+                                 type, op, &ops, &rc);
+    };
+    // From host memory: staged to GPU scratch, reduced there, one wait.
+    const int32_t host[2] = {1, 2};
+    o.g.copies.clear();
+    CHECK(acc(GW_OSC_ACC, 2, host, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(win[2] == 1);
+    CHECK(win[3] == 2);
+    REQUIRE(o.g.copies.size() == 1);
+    CHECK_FALSE(o.g.copies[0].both_device);
+    CHECK(o.g.reductions == 1);
+    CHECK(o.g.waits.size() == 1);
+    CHECK(o.g.scratch_lent == 0);
+    CHECK(word == 0);
+    // From this GPU's memory: reduced from it, no staging; the result (a
+    // Get_accumulate, device memory here) gets the bytes before, by a kernel.
+    o.g.copies.clear();
+    CHECK(acc(GW_OSC_GACC, 2, dev0, dres, GW_OP_SUM) == GW_OSC_DIRECT_MOVED);
+    CHECK(dres[0] == 1);
+    CHECK(dres[1] == 2);
+    CHECK(win[2] == 4);
+    CHECK(win[3] == 6);
+    REQUIRE(o.g.copies.size() == 1);
+    CHECK(o.g.copies[0].dst == dres);
+    CHECK(o.g.copies[0].both_device);
+    CHECK(o.g.reductions == 2);
+    // From another GPU: staged to this one first. REPLACE: a copy.
+    CHECK(acc(GW_OSC_ACC, 2, dev1, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_MOVED);
+    CHECK(win[2] == 34);
+    CHECK(o.g.scratch_lent == 0);
+    int32_t before[2] = {};
+    CHECK(acc(GW_OSC_GACC, 2, host, before, GW_OSC_OP_REPLACE) == GW_OSC_DIRECT_MOVED);
+    CHECK(before[0] == 34);
+    CHECK(before[1] == 46);
+    CHECK(win[2] == 1);
+    CHECK(win[3] == 2);
+    // NO_OP (origin NULL): a read.
+    CHECK(acc(GW_OSC_GACC, 3, nullptr, before, -1, 4) == GW_OSC_DIRECT_MOVED);
+    CHECK(before[0] == 2);
+    CHECK(word == 0);
+    // A late origin buffer: the application's work on its GPU first.
+    int32_t late[2] = {5, 5};
+    o.g.device(late, sizeof(late), 0, true);
+    o.g.user_waits.clear();
+    CHECK(acc(GW_OSC_ACC, 0, late, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_MOVED);
+    CHECK(o.g.user_waits == std::vector<int>{0});
+    CHECK(win[0] == 5);
+
+    // Past the end, a failing kernel.
+    CHECK(acc(GW_OSC_ACC, 7, host, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    o.g.fail_reduce = true;
+    CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(word == 0);
+    CHECK(o.g.scratch_lent == 0);
+    o.g.fail_reduce = false;
+    // Declined: CAS (no kernel), an op or type without a kernel.
+    int32_t cmp = 0, old = 0;
+    CHECK(gw_osc_direct_acc(d, &word, GW_OSC_CAS, 1, 0, 0, 4, host, &cmp, &old, GW_TYPE_INT32, 0,
+                            &ops, &rc) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_PROD) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_SUM, 8, -1) == GW_OSC_DIRECT_NO);
+    CHECK(c.calls == 0);
     gw_osc_direct_close(d);
 }

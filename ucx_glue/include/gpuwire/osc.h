@@ -251,11 +251,11 @@ GW_CORE_API int gw_osc_lockwords_open(gw_osc_lockwords_t *l, int t, uint64_t id,
  * is not mapped (and for l NULL). */
 GW_CORE_API void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t);
 /* Rank t's accumulate word, in its segment's first page: held while an
- * accumulate-kind operation (GW_OSC_ACC, _GACC, _CAS) changes the window's
- * bytes there, by the same-node origins that apply it themselves
- * (gw_osc_direct_acc) and by the target for those that come as messages,
- * which gives MPI's per-element atomicity across both. NULL where t's
- * segment holds no window bytes or is not mapped (and for l NULL). */
+ * accumulate-kind operation (GW_OSC_ACC, _GACC, _CAS) changes t's window,
+ * by the same-node origins that apply it themselves (gw_osc_direct_acc)
+ * and by the target for those that come as messages, which gives MPI's
+ * per-element atomicity across both. NULL where t's segment is not mapped
+ * (and for l NULL). */
 GW_CORE_API int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t);
 /* Takes an accumulate word (spins, then yields); releases it. */
 GW_CORE_API void gw_osc_acc_lock(int *word);

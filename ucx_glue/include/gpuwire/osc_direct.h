@@ -89,6 +89,15 @@ GW_CORE_API void gw_osc_dev_unmap(void *mapping);
  * stages), -1 on failure (logged). */
 GW_CORE_API int gw_osc_dev_reduce(void *dst, const void *src, size_t len, int op, int type,
                                   int gpu);
+/* An accumulate into dst (window memory that gpu's stream reaches: its
+ * own, or a peer's mapped), len bytes, on gpu's stream: result (NULL:
+ * none) gets dst's bytes first, then dst = src op dst (REPLACE: a copy;
+ * src NULL: unchanged) by the kernels; waited for. src_here/result_here:
+ * that buffer is device memory of gpu (else a copy stages it). The caller
+ * has checked that op on type has a kernel and waited for the application's
+ * work on its buffers. 0 or -1 (logged). */
+GW_CORE_API int gw_osc_dev_acc(void *dst, int gpu, const void *src, bool src_here, void *result,
+                               bool result_here, size_t len, int op, int type);
 /* Whether dst = src op dst runs on the GPU for op on type (REPLACE: a copy). */
 GW_CORE_API bool gw_osc_dev_reduce_supported(int op, int type);
 /* dst (gpu's memory) = src op dst over len bytes, src a peer's device buffer
@@ -171,17 +180,19 @@ enum {
 GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes,
                                   int target, int64_t tdisp, int64_t off, bool wait, int *rc);
 /* An accumulate-kind operation (GW_OSC_ACC, _GACC, _CAS) of bytes done
- * here on target's host window mapped in shared memory, at tdisp (its
- * disp_units) + off, under word (its gw_osc_lockwords_acc): result (the
- * fetching kinds; host memory) gets the bytes before, then the window's
- * bytes become origin op them (ops->combine with type and op; origin NULL:
- * MPI_NO_OP) or, for CAS, origin where they equal compare. origin, compare
- * and result are contiguous host buffers; the caller has checked the
- * layouts, and that no accumulate it sent target as a message may still be
- * unapplied (MPI's order from one origin). Complete on return.
- * GW_OSC_DIRECT_NO where target's window is not such a window or a buffer
- * is device memory; else *rc: 0, GW_OSC_ERR_RANGE (logged) or
- * GW_OSC_ERR_FAILED. */
+ * here on target's window at tdisp (its disp_units) + off, under word (its
+ * gw_osc_lockwords_acc), complete on return: result (the fetching kinds)
+ * gets the bytes before, then the window's bytes become origin op them
+ * (origin NULL: MPI_NO_OP) or, for CAS, origin where they equal compare.
+ * A host window mapped in shared memory: memory copies and ops->combine
+ * (given type and op), host buffers only. A device window mapped here: the
+ * kernels on its GPU's stream (gw_osc_dev_acc; type and op are the
+ * kernels' ids), origin and result in host or device memory; not CAS, nor
+ * an op the kernels lack. The caller has checked the layouts (each buffer
+ * one contiguous run) and that no operation it sent target as a message
+ * may still be unapplied (MPI's order from one origin).
+ * GW_OSC_DIRECT_NO where the path cannot take it; else *rc: 0,
+ * GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
 GW_CORE_API int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target,
                                   int64_t tdisp, int64_t off, uint64_t bytes, const void *origin,
                                   const void *compare, void *result, int32_t type, int32_t op,

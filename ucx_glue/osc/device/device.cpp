@@ -184,6 +184,51 @@ int gw_osc_dev_reduce(void *dst, const void *src, size_t len, int op, int type, 
     return 1;
 }
 
+int gw_osc_dev_acc(void *dst, int gpu, const void *src, bool src_here, void *result,
+                   bool result_here, size_t len, int op, int type)
+{
+    if (len == 0) return 0;
+    const size_t esize = op == GW_OSC_OP_REPLACE || src == nullptr ? 1
+                         : type >= 0                               ? gw_reduce_type_size(type)
+                                                                   : 0;
+    if (esize == 0 || len % esize) return -1;
+    gw_coll_dev_buf_t scratch = {};
+    uint64_t ticket = 0;
+    char why[256] = "";
+    int rc = 0;
+    // In the stream's order: the window's bytes before, into result; then
+    // the origin's combined into the window (from a copy on this GPU when
+    // the origin buffer is elsewhere); one wait for both.
+    if (result != nullptr) {
+        rc = gw_coll_copy_device_start(result, dst, len, gpu, result_here, &ticket, why,
+                                       sizeof(why));
+    }
+    if (rc == 0 && src != nullptr && op == GW_OSC_OP_REPLACE) {
+        rc = gw_coll_copy_device_start(dst, src, len, gpu, src_here, &ticket, why, sizeof(why));
+    } else if (rc == 0 && src != nullptr) {
+        const void *a = src;
+        if (!src_here) {
+            rc = gw_coll_scratch_get(len, gpu, &scratch, why, sizeof(why));
+            if (rc == 0) {
+                rc = gw_coll_copy_device_start(scratch.ptr, src, len, gpu, false, &ticket, why,
+                                               sizeof(why));
+            }
+            a = scratch.ptr;
+        }
+        if (rc == 0) {
+            rc = gw_coll_reduce_start(op, type, a, dst, dst, len / esize, gpu, &ticket, why,
+                                      sizeof(why));
+        }
+    }
+    if (rc == 0 && ticket != 0) rc = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+    if (scratch.owner != nullptr || scratch.ptr != nullptr) gw_coll_scratch_put(&scratch);
+    if (rc != 0) {
+        log(0, "accumulate of %zu bytes into a window on GPU %d failed: %s", len, gpu, why);
+        return -1;
+    }
+    return 0;
+}
+
 bool gw_osc_dev_reduce_supported(int op, int type)
 {
     if (op == GW_OSC_OP_REPLACE) return true;

@@ -11,10 +11,11 @@
 // A window allocated by MPI_Win_allocate in host memory lives in the same
 // segment, after the word's page: the ranks on the node map it with the word,
 // and a Put or Get there is a memory copy (ucx_glue/osc/direct).
-// Such a segment's page also holds its accumulate word (kAccWord bytes in,
-// a cache line of its own): held by whoever changes the window's bytes
-// with an accumulate-kind operation, an origin on the node or the target
-// applying a message, so that each is atomic against the others.
+// Every segment's page also holds the rank's accumulate word (kAccWord bytes
+// in, a cache line of its own): held by whoever changes the window's bytes
+// with an accumulate-kind operation, an origin on the node (in the shared
+// host window, or in a device window it maps) or the target applying a
+// message, so that each is atomic against the others.
 #include "gpuwire/osc.h"
 
 #include <fcntl.h>
@@ -229,8 +230,8 @@ int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t)
 {
     if (l == nullptr || t < 0 || static_cast<size_t>(t) >= l->segs.size()) return nullptr;
     const Segment &g = l->segs[static_cast<size_t>(t)];
-    return g.len > kPage ? reinterpret_cast<int *>(static_cast<char *>(g.base) + kAccWord)
-                         : nullptr;
+    return g.base != nullptr ? reinterpret_cast<int *>(static_cast<char *>(g.base) + kAccWord)
+                             : nullptr;
 }
 
 void gw_osc_acc_lock(int *word)
