@@ -12,7 +12,8 @@
 #   OSU_DIR: OSU's libexec/osu-micro-benchmarks/mpi (default .ref/osu-install/...)
 #   GPU_UCX_LIB: the lib folder of a CUDA-enabled UCX (none: no reference rows)
 #   OSC_ITERS (100), OSC_GW_EXTRA: more --mca settings for gpuwire's rows,
-#   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush"),
+#   OSC_WINS ("create allocate"), OSC_SYNCS ("lock flush"), OSC_BENCHES (the
+#   seven above; get_acc_latency too if named),
 #   OSC_HOST_SYNCS ("flush fence pscw lock_all"), OSC_HOST_BENCHES ("put_latency
 #   get_latency acc_latency get_acc_latency fop_latency cas_latency").
 # Writes osc_runs.txt to <out dir>; prints the tables last.
@@ -48,7 +49,7 @@ ok() { grep -q '^rc=0' "/tmp/osc_$1" && echo ok || echo "FAIL($(sed -n 's/^rc=//
 # Benchmark:synchronisation pairs; fop and cas have one size.
 BENCHES=""
 for s in $SYNCS; do
-    for b in put_latency get_latency put_bw get_bw acc_latency fop_latency cas_latency; do
+    for b in ${OSC_BENCHES:-put_latency get_latency put_bw get_bw acc_latency fop_latency cas_latency}; do
         BENCHES="$BENCHES $b:$s"
     done
 done
