@@ -148,7 +148,8 @@ typedef struct {
     unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
     unsigned long long word_locks;     /* pvar: locks taken in a target's lock word */
     unsigned long long shared_targets; /* pvar: targets' host windows mapped in shared memory */
-    unsigned long long direct_accs;    /* pvar: accumulates done in a shared host window */
+    unsigned long long direct_accs;    /* pvar: accumulates done by the origin */
+    unsigned long long acc_word_busy;  /* pvar: ... sent as messages, the word held */
 
 } gw_osc_component_t;
 

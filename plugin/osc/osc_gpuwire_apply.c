@@ -121,14 +121,8 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
         .type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE,
         .op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL};
 
-    /* The same-node origins may be changing the window themselves
-     * (gw_osc_apply_direct): an accumulate waits its turn. */
-    int *word = h->kind != GW_OSC_PUT && h->kind != GW_OSC_GET
-                    ? gw_osc_lockwords_acc(m->locks, m->rank) : NULL;
     if (h->kind == GW_OSC_ACC && h->aux == GW_OSC_BY_REF) {
-        if (word != NULL) gw_osc_acc_lock(word);
         (void)apply_by_ref(m, origin, h, blocks, payload, c.type, c.op);
-        if (word != NULL) gw_osc_acc_unlock(word);
         return;
     }
     if (fetch) {
@@ -142,9 +136,7 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     const gw_osc_window_t w = window_of(m);
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     gw_osc_miss_t miss = {0, 0};
-    if (word != NULL) gw_osc_acc_lock(word);
     int rc = gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
-    if (word != NULL) gw_osc_acc_unlock(word);
     if (rc == GW_OSC_ERR_RANGE) {
         opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%llu) outside rank %d's window; "
                     "operation dropped", origin, (long long)miss.at,
@@ -173,6 +165,10 @@ int gw_osc_apply_direct(gw_osc_module_t *m, uint32_t kind, int target, ptrdiff_t
     /* (The kernels' ids for a device window; combine takes the handles.) */
     int r = gw_osc_direct_acc(m->direct, word, kind, target, tdisp, off, bytes, origin, compare,
                               result, gw_osc_kernel_type(el), gw_osc_kernel_op(op), &ops, &erc);
+    if (r == GW_OSC_DIRECT_BUSY) {
+        gw_osc_count(&mca_osc_gpuwire_component.acc_word_busy, 1);
+        return GW_OSC_DIRECT_NO;
+    }
     if (r != GW_OSC_DIRECT_NO) {
         gw_osc_count(&mca_osc_gpuwire_component.direct_accs, 1);
         *rc = gw_osc_rc(erc);

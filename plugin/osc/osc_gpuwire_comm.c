@@ -157,10 +157,18 @@ int gw_osc_poll(gw_osc_module_t *m)
     /* Requests by message queued behind a lock that a same-node origin held
      * in this rank's word (released there, without a message). */
     if (m->sync.nwaiters > 0) gw_osc_sync_grant_waiters(&m->sync);
-    /* Strictly in arrival order: later messages wait for a large one. */
+    /* Strictly in arrival order: later messages wait for a large one, and
+     * for an accumulate whose turn at this rank's accumulate word has not
+     * come (a same-node origin changing the window itself holds it: tried
+     * again at the next poll rather than waited for here). */
     while (!opal_list_is_empty(&m->incoming)) {
         gw_osc_msg_t *msg = (gw_osc_msg_t *)opal_list_get_first(&m->incoming);
         if (!REQUEST_COMPLETE(msg->req)) break;
+        const uint32_t kind = msg->len >= sizeof(gw_osc_hdr_t)
+                                  ? ((const gw_osc_hdr_t *)msg->buf)->kind : 0;
+        int *word = kind == GW_OSC_ACC || kind == GW_OSC_GACC || kind == GW_OSC_CAS
+                        ? gw_osc_lockwords_acc(m->locks, m->rank) : NULL;
+        if (word != NULL && !gw_osc_acc_trylock(word, 64)) break;
         opal_list_remove_first(&m->incoming);
         const int err = msg->req->req_status.MPI_ERROR;
         if (err != MPI_SUCCESS) {
@@ -170,6 +178,7 @@ int gw_osc_poll(gw_osc_module_t *m)
         } else {
             handle(m, msg->peer, msg->buf, msg->len);
         }
+        if (word != NULL) gw_osc_acc_unlock(word);
         OBJ_RELEASE(msg);
         work++;
     }

@@ -56,8 +56,12 @@ static const gw_pvar_t counters[] = {
      &mca_osc_gpuwire_component.shared_targets, GW_COUNTER},
     {"direct_accs",
      "Accumulates, Get_accumulates, Fetch_and_ops and Compare_and_swaps done by the origin in "
-     "a same-node host window in shared memory, under its accumulate word",
+     "a same-node window it maps (host in shared memory, or device), under its accumulate word",
      &mca_osc_gpuwire_component.direct_accs, GW_COUNTER},
+    {"acc_word_busy",
+     "Accumulates that could have been done by the origin but went as messages: the target's "
+     "accumulate word stayed held (contention)",
+     &mca_osc_gpuwire_component.acc_word_busy, GW_COUNTER},
     {"acc_by_ref",
      "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
      "origin buffer, no host staging at either end",

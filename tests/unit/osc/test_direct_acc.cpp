@@ -63,8 +63,9 @@ TEST_CASE("accumulate word: in every rank's segment, held by one at a time",
     REQUIRE(0 == gw_osc_lockwords_open(without, 0, id, 64, false, why, sizeof(why)));
     int *theirs = gw_osc_lockwords_acc(without, 0);
     REQUIRE(theirs != nullptr);
-    gw_osc_acc_lock(word);
+    REQUIRE(gw_osc_acc_trylock(word, 1));
     CHECK(*theirs == 1);
+    CHECK_FALSE(gw_osc_acc_trylock(theirs, 200));  // held: refused after its tries
     gw_osc_acc_unlock(word);
     CHECK(*theirs == 0);
 
@@ -74,7 +75,8 @@ TEST_CASE("accumulate word: in every rank's segment, held by one at a time",
     *counter = 0;
     auto bump = [](int *w, int64_t *c) {
         for (int i = 0; i < 200000; i++) {
-            gw_osc_acc_lock(w);
+            while (!gw_osc_acc_trylock(w, 64)) {
+            }
             int64_t v = *reinterpret_cast<volatile int64_t *>(c);
             *reinterpret_cast<volatile int64_t *>(c) = v + 1;
             gw_osc_acc_unlock(w);
@@ -154,6 +156,12 @@ TEST_CASE("direct accumulates on a shared host window: done under its word", "[o
     CHECK(mine[7] == 5);
     CHECK(word == 0);
 
+    // The word held by another (the target applying a message, another
+    // origin): after its tries, busy: the message path; unchanged.
+    word = 1;
+    CHECK(acc(GW_OSC_ACC, 1, 2, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_BUSY);
+    CHECK(theirs[2] == 99);
+    word = 0;
     // Past the end: refused, nothing changed, the word not taken.
     const int calls = c.calls;
     CHECK(acc(GW_OSC_ACC, 1, 7, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_DONE);
@@ -258,6 +266,11 @@ TEST_CASE("direct accumulates on a mapped device window: the kernels, under its 
     CHECK(o.g.user_waits == std::vector<int>{0});
     CHECK(win[0] == 5);
 
+    // The word held by another: the message path.
+    word = 1;
+    CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_BUSY);
+    CHECK(win[0] == 5);
+    word = 0;
     // Past the end, a failing kernel.
     CHECK(acc(GW_OSC_ACC, 7, host, nullptr, GW_OP_SUM) == GW_OSC_DIRECT_DONE);
     CHECK(rc == GW_OSC_ERR_RANGE);

@@ -257,8 +257,12 @@ GW_CORE_API void *gw_osc_lockwords_data(gw_osc_lockwords_t *l, int t);
  * per-element atomicity across both. NULL where t's segment is not mapped
  * (and for l NULL). */
 GW_CORE_API int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t);
-/* Takes an accumulate word (spins, then yields); releases it. */
-GW_CORE_API void gw_osc_acc_lock(int *word);
+/* Takes an accumulate word in at most tries attempts (>= 1; yielding the
+ * CPU now and then); false when another holds it still. Nobody waits for
+ * the word without bound: an origin sends the operation as a message
+ * instead, the target applies it at a later poll, so a holder waiting for
+ * its GPU stream never waits for a rank spinning on the word. */
+GW_CORE_API bool gw_osc_acc_trylock(int *word, unsigned tries);
 GW_CORE_API void gw_osc_acc_unlock(int *word);
 /* Removes this rank's word's name once every peer has opened it. */
 GW_CORE_API void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l);

@@ -166,6 +166,8 @@ enum {
     GW_OSC_DIRECT_NO = 0,    /* not taken: the message path must */
     GW_OSC_DIRECT_DONE = 1,  /* taken; no bytes moved (nothing to move, or *rc) */
     GW_OSC_DIRECT_MOVED = 2, /* taken; a copy went (the caller counts it) */
+    GW_OSC_DIRECT_BUSY = 3,  /* gw_osc_direct_acc: not taken, the target's accumulate
+                                word stayed held: the message path must */
 };
 /* A Put (put: origin to target) or Get of bytes between origin (the first
  * byte of a contiguous origin buffer) and target's window at tdisp (in its
@@ -191,8 +193,9 @@ GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, ui
  * an op the kernels lack. The caller has checked the layouts (each buffer
  * one contiguous run) and that no operation it sent target as a message
  * may still be unapplied (MPI's order from one origin).
- * GW_OSC_DIRECT_NO where the path cannot take it; else *rc: 0,
- * GW_OSC_ERR_RANGE (logged) or GW_OSC_ERR_FAILED. */
+ * GW_OSC_DIRECT_NO where the path cannot take it, GW_OSC_DIRECT_BUSY where
+ * the word stayed held (gw_osc_acc_trylock); else *rc: 0, GW_OSC_ERR_RANGE
+ * (logged) or GW_OSC_ERR_FAILED. */
 GW_CORE_API int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target,
                                   int64_t tdisp, int64_t off, uint64_t bytes, const void *origin,
                                   const void *compare, void *result, int32_t type, int32_t op,

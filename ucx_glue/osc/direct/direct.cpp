@@ -34,6 +34,9 @@ namespace gpuwire::osc {
 namespace {
 
 constexpr int kMaxGpus = 16;
+// Attempts at a target's accumulate word before the operation goes as a
+// message instead (gw_osc_acc_trylock).
+constexpr unsigned kAccTries = 1024;
 
 // One target's window as this rank reaches it.
 struct Target {
@@ -237,6 +240,7 @@ struct gw_osc_direct {
 
 using gpuwire::osc::log;
 using gpuwire::osc::Target;
+using gpuwire::osc::kAccTries;
 
 extern "C" {
 
@@ -399,7 +403,7 @@ int device_acc(const gw_osc_direct_t *d, const Target *t, int *word, uint32_t ki
         *rc = GW_OSC_ERR_FAILED;
         return GW_OSC_DIRECT_DONE;
     }
-    gw_osc_acc_lock(word);
+    if (!gw_osc_acc_trylock(word, kAccTries)) return GW_OSC_DIRECT_BUSY;
     int r = gw_osc_dev_acc(remote, t->gpu, origin, ogpu == t->gpu, result, rgpu == t->gpu, bytes,
                            op, type);
     gw_osc_acc_unlock(word);
@@ -434,7 +438,7 @@ int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target, 
         *rc = GW_OSC_ERR_RANGE;
         return GW_OSC_DIRECT_DONE;
     }
-    gw_osc_acc_lock(word);
+    if (!gw_osc_acc_trylock(word, kAccTries)) return GW_OSC_DIRECT_BUSY;
     int r = gw_osc_apply_at(ops, kind, type, op, remote, -1, static_cast<const char *>(origin),
                             static_cast<const char *>(compare), static_cast<char *>(result),
                             bytes);

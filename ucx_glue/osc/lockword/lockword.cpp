@@ -234,17 +234,18 @@ int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t)
                              : nullptr;
 }
 
-void gw_osc_acc_lock(int *word)
+bool gw_osc_acc_trylock(int *word, unsigned tries)
 {
-    // Held for one operation's copies: spin a while, then let the holder
-    // run (ranks may outnumber cores).
-    for (unsigned spins = 0;; spins++) {
+    // Held for one operation: spin a while, letting the holder run now and
+    // then (ranks may outnumber cores).
+    for (unsigned i = 0; i < tries; i++) {
         if (__atomic_load_n(word, __ATOMIC_RELAXED) == 0 &&
             __atomic_exchange_n(word, 1, __ATOMIC_ACQUIRE) == 0) {
-            return;
+            return true;
         }
-        if (spins >= 64) (void)sched_yield();
+        if (i % 64 == 63) (void)sched_yield();
     }
+    return false;
 }
 
 void gw_osc_acc_unlock(int *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }
