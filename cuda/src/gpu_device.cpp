@@ -269,6 +269,26 @@ GW_CORE_API int gw_coll_reduce_start(int op, int type, const void *a, const void
     return 0;
 }
 
+GW_CORE_API int gw_coll_cas_start(void *dst, const void *origin, const void *compare,
+                                  void *result, size_t len, int gpu, uint64_t *ticket, char *why,
+                                  size_t why_len)
+{
+    std::lock_guard<std::mutex> lock(g_dev->mu);
+    cu::TrackedStream *ts = nullptr;
+    if (stream_of(gpu, &ts, why, why_len) != 0) return -1;
+    {
+        cu::DeviceGuard guard(gpu);
+        if (!guard.status()) return fail_status(why, why_len, "compare-and-swap", guard.status());
+        if (gw_dev_cas(dst, origin, compare, result, len, ts->handle(), why, why_len) != 0) {
+            return -1;
+        }
+    }
+    auto t = ts->mark();
+    if (!t) return fail_status(why, why_len, "compare-and-swap completion", t.status());
+    *ticket = *t;
+    return 0;
+}
+
 GW_CORE_API void gw_coll_device_stats(gw_coll_device_stats_t *out)
 {
     *out = gw_coll_device_stats_t{};

@@ -136,10 +136,41 @@ cudaError_t max_blocks(int* out) {
 
 using gpuwire::cuda::detail::fail;
 
+// One element of MPI_Compare_and_swap: the old bytes out, the new ones in
+// where the old equal the compare value.
+__global__ void cas_kernel(unsigned char* dst, const unsigned char* origin,
+                           const unsigned char* compare, unsigned char* result, unsigned len) {
+  unsigned char old[16];
+  bool equal = true;
+  for (unsigned i = 0; i < len; i++) {
+    old[i] = dst[i];
+    equal = equal && old[i] == compare[i];
+  }
+  for (unsigned i = 0; i < len; i++) result[i] = old[i];
+  if (equal) {
+    for (unsigned i = 0; i < len; i++) dst[i] = origin[i];
+  }
+}
+
 }  // namespace
 }  // namespace gpuwire::cuda::reduce
 
 namespace red = gpuwire::cuda::reduce;
+
+extern "C" int gw_dev_cas(void* dst, const void* origin, const void* compare, void* result,
+                          size_t len, void* stream, char* why, size_t why_len) {
+  if (len == 0 || len > 16) return red::fail(why, why_len, "GPU compare-and-swap of %zu bytes", len);
+  red::cas_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(origin),
+      static_cast<const unsigned char*>(compare), static_cast<unsigned char*>(result),
+      static_cast<unsigned>(len));
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    return red::fail(why, why_len, "GPU compare-and-swap: kernel launch: %s (%d)",
+                     cudaGetErrorName(e), static_cast<int>(e));
+  }
+  return 0;
+}
 
 extern "C" int gw_dev_reduce3(int op, int type, const void* a, const void* b, void* out,
                               size_t count, void* stream, char* why, size_t why_len) {

@@ -101,6 +101,9 @@ int gw_dev_reduce3(int, int, const void*, const void*, void*, size_t, void*, cha
 int gw_dev_reduce(int, int, const void*, void*, size_t, void*, char* why, size_t why_len) {
   return red::fail(why, why_len, "GPU reduction: gpuwire built without CUDA");
 }
+int gw_dev_cas(void*, const void*, const void*, void*, size_t, void*, char* why, size_t why_len) {
+  return red::fail(why, why_len, "GPU compare-and-swap: gpuwire built without CUDA");
+}
 #endif
 
 }  // extern "C"

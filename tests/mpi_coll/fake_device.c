@@ -57,10 +57,13 @@ typedef struct {
     const void *src;
     size_t len;
     uint64_t ticket;
-    /* A reduction when reduce is set: dst = src op src2, len elements. */
+    /* A reduction when reduce is set: dst = src op src2, len elements. A
+     * compare-and-swap when res is set: *res = *dst, *dst = *src where it
+     * equalled *src2, len bytes. */
     bool reduce;
     int op, type;
     const void *src2;
+    void *res;
     bool fail; /* an injected failure: nothing moves */
 } pending_copy_t;
 
@@ -155,11 +158,33 @@ static void do_reduce(const pending_copy_t *c)
     if (b) protect(c->src2, bytes, PROT_NONE);
 }
 
+/* Any of the bytes may be the simulated GPU's: opened for the moment. */
+static void do_cas(const pending_copy_t *c)
+{
+    void *const ptrs[4] = {c->dst, (void *)c->src, (void *)c->src2, c->res};
+    bool shut[4];
+    for (int i = 0; i < 4; i++) {
+        shut[i] = inaccessible(ptrs[i]);
+        if (shut[i]) protect(ptrs[i], c->len, PROT_READ | PROT_WRITE);
+    }
+    unsigned char old[16];
+    memcpy(old, c->dst, c->len);
+    memcpy(c->res, old, c->len);
+    if (memcmp(old, c->src2, c->len) == 0) memcpy(c->dst, c->src, c->len);
+    for (int i = 0; i < 4; i++) {
+        if (shut[i]) protect(ptrs[i], c->len, PROT_NONE);
+    }
+}
+
 static void do_copy(const pending_copy_t *c)
 {
     if (c->len == 0 || c->fail) return;
     if (c->reduce) {
         do_reduce(c);
+        return;
+    }
+    if (c->res != NULL) {
+        do_cas(c);
         return;
     }
     bool dst_dev = inaccessible(c->dst), src_dev = inaccessible(c->src);
@@ -300,6 +325,18 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
     pthread_mutex_lock(&queue_lock);
     *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = out, .src = a, .src2 = b, .len = count,
                                                    .reduce = true, .op = op, .type = type});
+    pthread_mutex_unlock(&queue_lock);
+    return 0;
+}
+
+int gw_coll_cas_start(void *dst, const void *origin, const void *compare, void *result,
+                      size_t len, int gpu, uint64_t *ticket, char *why, size_t why_len)
+{
+    if (gpu < 0 || gpu >= FAKE_GPUS) return fail(why, why_len, "fake device: no such GPU");
+    if (len == 0 || len > 16) return fail(why, why_len, "fake device: compare-and-swap size");
+    pthread_mutex_lock(&queue_lock);
+    *ticket = enqueue(&gpus[gpu], (pending_copy_t){.dst = dst, .src = origin, .src2 = compare,
+                                                   .res = result, .len = len});
     pthread_mutex_unlock(&queue_lock);
     return 0;
 }

@@ -1,10 +1,12 @@
 /*
- * The accumulate family on MPI_Win_allocate host windows in shared memory
- * (docs/osc.md): a same-node origin applies Accumulate, Get_accumulate,
- * Fetch_and_op and Compare_and_swap itself, under the window's accumulate
- * word, while the target applies those that come as messages (a derived
- * target type keeps the message path) under the same word. Checked, from
- * every rank at once, on one element of rank 0's window:
+ * The accumulate family on MPI_Win_allocate host windows in shared memory,
+ * or (OSC_TEST_DEVICE, OSC_TEST_FAKEDEV_IPC) on MPI_Win_create windows in
+ * device memory that the peers map (docs/osc.md): a same-node origin applies
+ * Accumulate, Get_accumulate, Fetch_and_op and Compare_and_swap itself (in
+ * the mapping; by the GPU's kernels on a device window), under the
+ * target's accumulate word, while the target applies those that come as
+ * messages (a derived target type keeps the message path) under the same
+ * word. Checked, from every rank at once, on one element of rank 0's window:
  * - every Fetch_and_op sees a different value, and the sum is exact, with
  *   the odd ranks' increments going as messages among the even ranks'
  *   direct ones (atomic across both paths); likewise every element of a
@@ -17,6 +19,7 @@
  * - osc_gpuwire_direct_accs grows (with osc_gpuwire_acc_word_busy, the
  *   ones contention sent as messages; both stay 0 with osc_gpuwire_direct 0).
  */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +27,21 @@
 
 #include "mpi_pvar.h"
 #include "mpitest.h"
+#include "osc_test_mem.h"
 
 #define ROUNDS 400
 #define SLOTS 64
 #define BIG 4096 /* int64 after the slots: long accumulates that overlap */
 #define BIG_ROUNDS 2000
+#define WIN_BYTES ((SLOTS + BIG) * sizeof(int64_t))
 
-static const char *const pv_name[2] = {"osc_gpuwire_direct_accs", "osc_gpuwire_acc_word_busy"};
+#ifdef OSC_TEST_FAKEDEV_IPC
+#define PVAR_PREFIX "osc_gpuwirefake_"
+#else
+#define PVAR_PREFIX "osc_gpuwire_"
+#endif
+
+static const char *const pv_name[2] = {PVAR_PREFIX "direct_accs", PVAR_PREFIX "acc_word_busy"};
 static pvar_counters_t counters;
 
 static int cmp64(const void *a, const void *b)
@@ -91,6 +102,10 @@ static void counters_at_once(MPI_Win win, int64_t *mem, MPI_Datatype one_msg,
         qsort(all, (size_t)size * ROUNDS, sizeof(int64_t), cmp64);
         for (int64_t k = 0; k < (int64_t)size * ROUNDS; k++) MT_CHECK_EQ(all[k], k);
         MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        int64_t *wmem = mem;
+        mem = malloc(WIN_BYTES);
+        MT_CHECK(mem != NULL);
+        osc_test_from(mem, wmem, WIN_BYTES);
         MT_CHECK_EQ(mem[0], (int64_t)size * ROUNDS);
         MT_CHECK_EQ(mem[1], (int64_t)size * ROUNDS);
         for (int k = 0; k < BIG; k++) {
@@ -99,6 +114,7 @@ static void counters_at_once(MPI_Win win, int64_t *mem, MPI_Datatype one_msg,
                 break;
             }
         }
+        free(mem);
         MT_CHECK_MPI(MPI_Win_unlock(0, win));
     }
     free(all);
@@ -179,6 +195,7 @@ static void order_and_ops(MPI_Win win, MPI_Datatype one_msg)
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
+    if (osc_test_setup() != 0) return mt_skip("no GPU on this machine");
     if (mt_size > 14) mt_fail(__FILE__, __LINE__, "at most 14 ranks (slots)");
     int provided = 0;
     MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
@@ -193,16 +210,26 @@ int main(int argc, char **argv)
     MT_CHECK_MPI(MPI_Type_commit(&big_msg));
     int64_t *mem = NULL;
     MPI_Win win;
-    MT_CHECK_MPI(MPI_Win_allocate((SLOTS + BIG) * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                                  MPI_COMM_WORLD, &mem, &win));
+    if (osc_test_device) {
+        mem = osc_test_alloc(WIN_BYTES);
+        MT_CHECK_MPI(MPI_Win_create(mem, WIN_BYTES, sizeof(int64_t), MPI_INFO_NULL,
+                                    MPI_COMM_WORLD, &win));
+    } else {
+        MT_CHECK_MPI(MPI_Win_allocate(WIN_BYTES, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
+                                      &mem, &win));
+    }
+    void *zero = calloc(1, WIN_BYTES);
+    MT_CHECK(zero != NULL);
     MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, mt_rank, 0, win));
-    memset(mem, 0, (SLOTS + BIG) * sizeof(int64_t));
+    osc_test_to(mem, zero, WIN_BYTES);
     MT_CHECK_MPI(MPI_Win_unlock(mt_rank, win));
+    free(zero);
     MPI_Barrier(MPI_COMM_WORLD);
     counters_at_once(win, mem, one_msg, big_msg);
     order_and_ops(win, one_msg);
     MPI_Barrier(MPI_COMM_WORLD);
     MT_CHECK_MPI(MPI_Win_free(&win));
+    if (osc_test_device) osc_test_free(mem);
     MT_CHECK_MPI(MPI_Type_free(&one_msg));
     MT_CHECK_MPI(MPI_Type_free(&big_msg));
     const unsigned long long n = pvar_counters_read(&counters, 0),

@@ -1,6 +1,8 @@
 /*
- * Where osc_rma's buffers live: host memory, or (OSC_TEST_DEVICE) GPU memory
- * filled and read back with cudaMemcpy.
+ * Where the one-sided tests' buffers live: host memory, or (OSC_TEST_DEVICE)
+ * GPU memory filled and read back with cudaMemcpy, or the simulated GPU's
+ * (OSC_TEST_FAKEDEV: private pages; OSC_TEST_FAKEDEV_IPC: pages its peers
+ * can map).
  */
 #ifndef OSC_TEST_MEM_H
 #define OSC_TEST_MEM_H
@@ -26,6 +28,36 @@ static inline void osc_test_to(void *dst, const void *src, size_t len)
 static inline void osc_test_from(void *dst, const void *src, size_t len)
 {
     CUDA_OK(cudaMemcpy(dst, src, len, cudaMemcpyDeviceToHost));
+}
+#elif defined(OSC_TEST_FAKEDEV_IPC)
+/* osc "gpuwirefake"'s simulated GPU memory that its peers can map: a
+ * "gwfake-ipc" memfd (tests/mpi_coll/fake_ipc.c maps it through
+ * /proc/<pid>/fd, so it stays open), PROT_NONE but to fill and read it. */
+#include <sys/mman.h> /* memfd_create: the includer defines _GNU_SOURCE first */
+#include <unistd.h>
+static const int osc_test_device = 1;
+static inline int osc_test_setup(void) { return 0; }
+static inline size_t osc_test_pages(size_t len) { return (len + 4095) & ~(size_t)4095; }
+static inline void *osc_test_alloc(size_t len)
+{
+    int fd = memfd_create("gwfake-ipc", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)osc_test_pages(len)) != 0) abort();
+    void *p = mmap(NULL, osc_test_pages(len), PROT_NONE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) abort();
+    return p; /* (unmapped with the process, as its memfd) */
+}
+static inline void osc_test_free(void *p) { (void)p; }
+static inline void osc_test_to(void *dst, const void *src, size_t len)
+{
+    mprotect(dst, osc_test_pages(len), PROT_READ | PROT_WRITE);
+    memcpy(dst, src, len);
+    mprotect(dst, osc_test_pages(len), PROT_NONE);
+}
+static inline void osc_test_from(void *dst, const void *src, size_t len)
+{
+    mprotect((void *)src, osc_test_pages(len), PROT_READ);
+    memcpy(dst, src, len);
+    mprotect((void *)src, osc_test_pages(len), PROT_NONE);
 }
 #elif defined(OSC_TEST_FAKEDEV)
 /* osc "gpuwirefake"'s simulated GPU memory: pages the CPU cannot touch

@@ -121,6 +121,12 @@ typedef struct {
 GW_CORE_API int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len);
 GW_CORE_API void gw_coll_scratch_put(gw_coll_dev_buf_t *buf);
 
+/* Enqueues a compare-and-swap of one element of len bytes (<= 16) on gpu's
+ * stream (gw_dev_cas: result = *dst; *dst = *origin where it equalled
+ * *compare), every pointer memory gpu reaches; as copy_start. */
+GW_CORE_API int gw_coll_cas_start(void *dst, const void *origin, const void *compare,
+                                  void *result, size_t len, int gpu, uint64_t *ticket, char *why,
+                                  size_t why_len);
 /* Whether the device can reduce op on type (ids of gpuwire/cuda/reduce.h). */
 GW_CORE_API bool gw_coll_reduce_supported(int op, int type);
 /* Enqueues out[i] = a[i] op b[i], i < count, on gpu's stream and returns the

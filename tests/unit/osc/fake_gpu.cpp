@@ -146,6 +146,20 @@ int gw_coll_reduce_start(int op, int type, const void *a, const void *b, void *o
     return 0;
 }
 
+int gw_coll_cas_start(void *dst, const void *origin, const void *compare, void *result,
+                      size_t len, int gpu, uint64_t *ticket, char *why, size_t why_len)
+{
+    FakeGpu *g = FakeGpu::current;
+    if (g->fail_reduce || len == 0 || len > 16) return gwtest::fail(why, why_len, "cas");
+    unsigned char old[16];
+    std::memcpy(old, dst, len);
+    std::memcpy(result, old, len);
+    if (std::memcmp(old, compare, len) == 0) std::memcpy(dst, origin, len);
+    g->cas++;
+    *ticket = ++g->tickets[gpu];
+    return 0;
+}
+
 int gw_coll_scratch_get(size_t len, int gpu, gw_coll_dev_buf_t *out, char *why, size_t why_len)
 {
     out->ptr = std::malloc(len);

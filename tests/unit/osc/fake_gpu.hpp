@@ -37,6 +37,7 @@ struct FakeGpu {
     int map_gpu = -1;                   // the GPU a mapping lands on; -1: the range's
     long scratch_lent = 0;
     int reductions = 0;
+    int cas = 0;  // compare-and-swap kernels
     bool opened = false;
     // Failures.
     bool fail_open = false, fail_copy = false, fail_wait = false, fail_map = false,

@@ -280,9 +280,44 @@ TEST_CASE("direct accumulates on a mapped device window: the kernels, under its 
     CHECK(word == 0);
     CHECK(o.g.scratch_lent == 0);
     o.g.fail_reduce = false;
-    // Declined: CAS (no kernel), an op or type without a kernel.
-    int32_t cmp = 0, old = 0;
-    CHECK(gw_osc_direct_acc(d, &word, GW_OSC_CAS, 1, 0, 0, 4, host, &cmp, &old, GW_TYPE_INT32, 0,
+    // Compare-and-swap, one kernel: from host values (staged), then with
+    // this GPU's buffers (none staged); swapped only on equal.
+    auto cas = [&](const void *nv, const void *cmp, void *old) {
+        rc = -1;
+        return gw_osc_direct_acc(d, &word, GW_OSC_CAS, 1, 1, 0, 4, nv, cmp, old, GW_TYPE_INT32,
+                                 0, &ops, &rc);
+    };
+    const int32_t nv = 77, cmp_host = 2;
+    int32_t old = -1;
+    win[1] = 2;
+    o.g.copies.clear();
+    CHECK(cas(&nv, &cmp_host, &old) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(old == 2);
+    CHECK(win[1] == 77);
+    CHECK(o.g.cas == 1);
+    CHECK(o.g.copies.size() == 3);  // origin and compare in, result out
+    CHECK(o.g.scratch_lent == 0);
+    CHECK(word == 0);
+    int32_t dv[3] = {5, 77, -1};  // new, compare, result: on GPU 0
+    o.g.device(dv, sizeof(dv), 0);
+    o.g.copies.clear();
+    CHECK(cas(&dv[0], &dv[1], &dv[2]) == GW_OSC_DIRECT_MOVED);
+    CHECK(dv[2] == 77);
+    CHECK(win[1] == 5);
+    CHECK(o.g.copies.empty());
+    CHECK(cas(&dv[0], &dv[1], &dv[2]) == GW_OSC_DIRECT_MOVED);  // 5 != 77: kept
+    CHECK(dv[2] == 5);
+    CHECK(win[1] == 5);
+    o.g.fail_reduce = true;
+    CHECK(cas(&nv, &cmp_host, &old) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(o.g.scratch_lent == 0);
+    CHECK(word == 0);
+    o.g.fail_reduce = false;
+    // Declined: a CAS wider than 16 bytes, an op or type without a kernel.
+    int32_t wide[5] = {};
+    CHECK(gw_osc_direct_acc(d, &word, GW_OSC_CAS, 1, 0, 0, 20, wide, wide, wide, GW_TYPE_INT32, 0,
                             &ops, &rc) == GW_OSC_DIRECT_NO);
     CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_PROD) == GW_OSC_DIRECT_NO);
     CHECK(acc(GW_OSC_ACC, 0, host, nullptr, GW_OP_SUM, 8, -1) == GW_OSC_DIRECT_NO);

@@ -98,6 +98,13 @@ GW_CORE_API int gw_osc_dev_reduce(void *dst, const void *src, size_t len, int op
  * work on its buffers. 0 or -1 (logged). */
 GW_CORE_API int gw_osc_dev_acc(void *dst, int gpu, const void *src, bool src_here, void *result,
                                bool result_here, size_t len, int op, int type);
+/* A compare-and-swap of one element (len <= 16 bytes) at dst, as
+ * gw_osc_dev_acc: result gets the old bytes, dst becomes origin where they
+ * equal compare; *_here: that buffer is device memory of gpu (else staged
+ * through GPU scratch by copies on the stream). One wait. 0 or -1 (logged). */
+GW_CORE_API int gw_osc_dev_cas(void *dst, int gpu, const void *origin, bool origin_here,
+                               const void *compare, bool compare_here, void *result,
+                               bool result_here, size_t len);
 /* Whether dst = src op dst runs on the GPU for op on type (REPLACE: a copy). */
 GW_CORE_API bool gw_osc_dev_reduce_supported(int op, int type);
 /* dst (gpu's memory) = src op dst over len bytes, src a peer's device buffer
@@ -189,8 +196,9 @@ GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, ui
  * A host window mapped in shared memory: memory copies and ops->combine
  * (given type and op), host buffers only. A device window mapped here: the
  * kernels on its GPU's stream (gw_osc_dev_acc; type and op are the
- * kernels' ids), origin and result in host or device memory; not CAS, nor
- * an op the kernels lack. The caller has checked the layouts (each buffer
+ * kernels' ids; CAS: the compare-and-swap kernel, one element of at most
+ * 16 bytes), origin, compare and result in host or device memory; not an
+ * op the kernels lack. The caller has checked the layouts (each buffer
  * one contiguous run) and that no operation it sent target as a message
  * may still be unapplied (MPI's order from one origin).
  * GW_OSC_DIRECT_NO where the path cannot take it, GW_OSC_DIRECT_BUSY where

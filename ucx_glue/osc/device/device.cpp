@@ -229,6 +229,47 @@ int gw_osc_dev_acc(void *dst, int gpu, const void *src, bool src_here, void *res
     return 0;
 }
 
+int gw_osc_dev_cas(void *dst, int gpu, const void *origin, bool origin_here,
+                   const void *compare, bool compare_here, void *result, bool result_here,
+                   size_t len)
+{
+    constexpr size_t kMax = 16;
+    if (len == 0 || len > kMax) return -1;
+    gw_coll_dev_buf_t scratch = {};
+    uint64_t ticket = 0;
+    char why[256] = "";
+    int rc = 0;
+    // Values that are not this GPU's memory go through scratch: origin,
+    // compare, result at 0, kMax, 2 kMax.
+    if (!origin_here || !compare_here || !result_here) {
+        rc = gw_coll_scratch_get(3 * kMax, gpu, &scratch, why, sizeof(why));
+    }
+    char *s = static_cast<char *>(scratch.ptr);
+    const void *o = origin, *c = compare;
+    void *r = result;
+    if (rc == 0 && !origin_here) {
+        o = s;
+        rc = gw_coll_copy_device_start(s, origin, len, gpu, false, &ticket, why, sizeof(why));
+    }
+    if (rc == 0 && !compare_here) {
+        c = s + kMax;
+        rc = gw_coll_copy_device_start(s + kMax, compare, len, gpu, false, &ticket, why,
+                                       sizeof(why));
+    }
+    if (rc == 0 && !result_here) r = s + 2 * kMax;
+    if (rc == 0) rc = gw_coll_cas_start(dst, o, c, r, len, gpu, &ticket, why, sizeof(why));
+    if (rc == 0 && !result_here) {
+        rc = gw_coll_copy_device_start(result, r, len, gpu, false, &ticket, why, sizeof(why));
+    }
+    if (rc == 0) rc = gw_coll_copy_wait(gpu, ticket, why, sizeof(why));
+    if (scratch.owner != nullptr || scratch.ptr != nullptr) gw_coll_scratch_put(&scratch);
+    if (rc != 0) {
+        log(0, "compare-and-swap of %zu bytes in a window on GPU %d failed: %s", len, gpu, why);
+        return -1;
+    }
+    return 0;
+}
+
 bool gw_osc_dev_reduce_supported(int op, int type)
 {
     if (op == GW_OSC_OP_REPLACE) return true;

@@ -379,18 +379,21 @@ int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, uint64_t bytes
 namespace {
 
 // gw_osc_direct_acc on a device window that gpu's stream reaches: by the
-// kernels, waited for under the word. No kernel for CAS, nor for op on
-// type where there is none: the message path.
+// kernels, waited for under the word. An op on a type without a kernel:
+// the message path.
 int device_acc(const gw_osc_direct_t *d, const Target *t, int *word, uint32_t kind, int target,
-               int64_t tdisp, int64_t off, uint64_t bytes, const void *origin, void *result, int32_t type,
-               int32_t op, int *rc)
+               int64_t tdisp, int64_t off, uint64_t bytes, const void *origin,
+               const void *compare, void *result, int32_t type, int32_t op, int *rc)
 {
-    if (kind == GW_OSC_CAS || (origin != nullptr && !gw_osc_dev_reduce_supported(op, type))) {
+    const bool cas = kind == GW_OSC_CAS;
+    if (cas ? (bytes > 16 || origin == nullptr || compare == nullptr || result == nullptr)
+            : (origin != nullptr && !gw_osc_dev_reduce_supported(op, type))) {
         return GW_OSC_DIRECT_NO;
     }
-    bool o_late = false, r_late = false;
+    bool o_late = false, r_late = false, c_late = false;
     const int ogpu = origin != nullptr ? gw_osc_dev_where_order(origin, bytes, &o_late) : -1;
     const int rgpu = result != nullptr ? gw_osc_dev_where_order(result, bytes, &r_late) : -1;
+    const int cgpu = compare != nullptr ? gw_osc_dev_where_order(compare, bytes, &c_late) : -1;
     if (bytes == 0) return GW_OSC_DIRECT_DONE;
     char *remote = locate(d, t, target, tdisp, off, bytes);
     if (remote == nullptr) {
@@ -399,13 +402,16 @@ int device_acc(const gw_osc_direct_t *d, const Target *t, int *word, uint32_t ki
     }
     // The application's work on its buffers lands first.
     if ((o_late && gw_osc_dev_wait_user(ogpu) != 0) ||
-        (r_late && rgpu != ogpu && gw_osc_dev_wait_user(rgpu) != 0)) {
+        (r_late && rgpu != ogpu && gw_osc_dev_wait_user(rgpu) != 0) ||
+        (c_late && cgpu != ogpu && cgpu != rgpu && gw_osc_dev_wait_user(cgpu) != 0)) {
         *rc = GW_OSC_ERR_FAILED;
         return GW_OSC_DIRECT_DONE;
     }
     if (!gw_osc_acc_trylock(word, kAccTries)) return GW_OSC_DIRECT_BUSY;
-    int r = gw_osc_dev_acc(remote, t->gpu, origin, ogpu == t->gpu, result, rgpu == t->gpu, bytes,
-                           op, type);
+    int r = cas ? gw_osc_dev_cas(remote, t->gpu, origin, ogpu == t->gpu, compare,
+                                 cgpu == t->gpu, result, rgpu == t->gpu, bytes)
+                : gw_osc_dev_acc(remote, t->gpu, origin, ogpu == t->gpu, result, rgpu == t->gpu,
+                                 bytes, op, type);
     gw_osc_acc_unlock(word);
     if (r != 0) *rc = GW_OSC_ERR_FAILED;
     return GW_OSC_DIRECT_MOVED;
@@ -425,8 +431,8 @@ int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target, 
     if (!t->shared) {
         // A host window reached by cross-memory attach: the message path.
         if (t->gpu < 0) return GW_OSC_DIRECT_NO;
-        return device_acc(d, t, word, kind, target, tdisp, off, bytes, origin, result, type,
-                          op, rc);
+        return device_acc(d, t, word, kind, target, tdisp, off, bytes, origin, compare, result,
+                          type, op, rc);
     }
     // Device buffers keep the message path (which stages them).
     for (const void *p : {origin, compare, static_cast<const void *>(result)}) {

@@ -107,6 +107,11 @@ const char *gw_reduce_type_name(int type); /* "INT32", "?" out of range */
 /* out[i] = a[i] op b[i] for i < count, on the GPU (contract above). */
 int gw_dev_reduce3(int op, int type, const void *a, const void *b, void *out, size_t count,
                    void *stream, char *why, size_t why_len);
+/* A compare-and-swap of one element of len bytes (1 <= len <= 16) on the
+ * GPU, one thread: result = *dst; where *dst equals *compare, *dst =
+ * *origin. Every pointer is memory the stream's GPU reaches. */
+int gw_dev_cas(void *dst, const void *origin, const void *compare, void *result, size_t len,
+               void *stream, char *why, size_t why_len);
 /* inout[i] = in[i] op inout[i]: MPI's user-function convention. */
 int gw_dev_reduce(int op, int type, const void *in, void *inout, size_t count, void *stream,
                   char *why, size_t why_len);
