@@ -35,10 +35,11 @@ static const gw_param_t params[] = {
     GW_PBOOL(direct, true, 4,
              "Same-node Put and Get without a message: one copy on the GPU into a peer's device "
              "window mapped over CUDA IPC, or one process_vm_writev/readv into its host window; "
-             "accumulates from device buffers by reference; 0: every operation is a message"),
+             "accumulates done by the origin in a mapped window; 0: every operation is a message"),
     GW_PBOOL(lock_word, true, 4,
              "Passive-target locks of ranks on one node taken with atomics in the target's lock "
-             "word (shared memory) instead of a request and a grant; 0: every lock is a message"),
+             "word (shared memory) instead of a request and a grant; 0: every lock is a message, "
+             "and accumulates into device windows are not done by the origin"),
     GW_PVERBOSE("Verbosity: 1 device support, 10 every window"),
 };
 #undef GW_PARAMS_STORE
