@@ -23,6 +23,8 @@
 #include "device_test.h"
 #include "mpitest.h"
 
+#include <mpi-ext.h> /* MPIX_Query_cuda_support */
+
 enum kind { K_HOST, K_DEVICE, K_MANAGED };
 static const char *kind_name[] = {"host", "device", "managed"};
 
@@ -297,19 +299,31 @@ static void too_long(const layout_t *l)
     }
 }
 
-/* MPI_Bsend from device memory stays refused (the attached buffer is host
- * memory, filled by the CPU). */
-static void bsend_refused(void)
+/* MPI_Bsend from device memory: the pml alone refuses it (the attached
+ * buffer is host memory, filled by the CPU); with libgpuwire_mpi.so in the
+ * process (put in at MPI_Init on a machine with a GPU, pml_gpuwire_mpi_layer
+ * 1, and then MPIX_Query_cuda_support() answers 1) it is staged and arrives. */
+static void bsend_device(void)
 {
+    const int layer = MPIX_Query_cuda_support();
+    const int to = mt_size - 1;
+    char want[64], got[64];
+    for (int i = 0; i < 64; i++) want[i] = (char)(i * 7 + 3);
+    if (mt_rank == to && mt_rank != 0 && layer) {
+        memset(got, 0, sizeof(got));
+        MT_CHECK_MPI(MPI_Recv(got, 64, MPI_BYTE, 0, 72, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MT_CHECK(memcmp(got, want, 64) == 0);
+    }
     if (mt_rank != 0) return;
     int size = 1 << 16;
     char *attach = malloc((size_t)size), *d = NULL;
     MT_CHECK_MPI(MPI_Buffer_attach(attach, size));
     CUDA_OK(cudaMalloc((void **)&d, 64));
-    int rc = MPI_Bsend(d, 64, MPI_BYTE, mt_size - 1, 72, MPI_COMM_WORLD);
+    CUDA_OK(cudaMemcpy(d, want, 64, cudaMemcpyHostToDevice));
+    int rc = MPI_Bsend(d, 64, MPI_BYTE, to, 72, MPI_COMM_WORLD);
     int cls = MPI_SUCCESS;
     MPI_Error_class(rc, &cls);
-    MT_CHECK_EQ(cls, MPI_ERR_UNSUPPORTED_OPERATION);
+    MT_CHECK_EQ(cls, layer ? MPI_SUCCESS : MPI_ERR_UNSUPPORTED_OPERATION);
     void *back = NULL;
     int back_size = 0;
     MT_CHECK_MPI(MPI_Buffer_detach(&back, &back_size));
@@ -379,7 +393,7 @@ int main(int argc, char **argv)
         too_long(&l[i]);
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    bsend_refused();
+    bsend_device();
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < NL; ++i) MT_CHECK_MPI(MPI_Type_free(&l[i].type));
     return mt_finish();
