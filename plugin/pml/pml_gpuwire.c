@@ -140,7 +140,6 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     p.push_pageable_min = mca_pml_gpuwire_params.push_pageable_min;
     p.host_register_bytes = mca_pml_gpuwire_params.host_register_bytes;
     p.host_register_min = mca_pml_gpuwire_params.host_register_min;
-    p.ipc_small_bounce_max = mca_pml_gpuwire_params.ipc_small_bounce_max;
 
     char why[256] = "";
     gw_status_t st = gw_engine_create(&p, &mca_pml_gpuwire.engine, why, sizeof(why));

@@ -71,7 +71,6 @@ typedef struct {
     size_t push_pageable_min;   /* ... from pageable memory from this size; 0: never */
     size_t host_register_bytes; /* pageable host buffers pinned for reuse; 0: none */
     size_t host_register_min;   /* ... each of at least this size */
-    size_t ipc_small_bounce_max; /* same-GPU IPC copies up to this size: two DMAs via pinned memory */
     int mpi_layer;              /* libgpuwire_mpi.so put in at MPI_Init: 0 never, 1 with a GPU, 2 always */
 } mca_pml_gpuwire_params_t;
 

@@ -133,10 +133,6 @@ static const gw_param_t params[] = {
           "0 switches the pinning of host buffers off"),
     PSIZE(host_register_min, 1 << 20, 4096, GW_PARAM_MAX_MESSAGE, 5,
           "Smallest host buffer pinned that way (pml_gpuwire_host_register_bytes)", NULL),
-    PSIZE(ipc_small_bounce_max, 0, 0, 4096, 5,
-          "CUDA IPC copies between two buffers of one GPU up to this many bytes go as two "
-          "copy-engine DMAs through pinned host memory instead of the copy kernel; 0: never",
-          NULL),
     PINT(mpi_layer, 1, 0, 2, 3,
          "At MPI_Init, point the program's calls to MPI_Pack, Sendrecv_replace, File I/O and the "
          "other MPI-layer calls at libgpuwire_mpi.so when it was not preloaded: 0 never, 1 when "

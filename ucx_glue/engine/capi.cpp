@@ -61,7 +61,6 @@ void gw_engine_params_init(gw_engine_params_t *params)
     params->push_pageable_min = 0;
     params->host_register_bytes = size_t{1} << 30;
     params->host_register_min = size_t{1} << 20;
-    params->ipc_small_bounce_max = 0;
 }
 
 gw_status_t gw_engine_create(const gw_engine_params_t *params, gw_engine_t **engine, char *why,

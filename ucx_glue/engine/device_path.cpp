@@ -31,9 +31,7 @@ std::unique_ptr<DevicePath> DevicePath::create(const DeviceConfig &config, std::
     cuda::GpuContext *ctx = cuda::GpuContext::acquire(cc, why);
     if (!ctx) return nullptr;
     ctx->configure_host_registry(config.host_register_bytes, config.host_register_min);
-    auto path = std::unique_ptr<DevicePath>(new DevicePath(ctx, config.order_after_user));
-    path->small_max_ = std::min(config.small_bounce_max, kSlotBytes);
-    return path;
+    return std::unique_ptr<DevicePath>(new DevicePath(ctx, config.order_after_user));
 }
 
 DevicePath::~DevicePath()
@@ -45,7 +43,6 @@ DevicePath::~DevicePath()
         }
     }
     pending_.clear();
-    if (slots_) return_bounce(slots_);
     cuda::GpuContext::release(ctx_);
 }
 
@@ -133,10 +130,9 @@ cuda::Status DevicePath::start_copy(void *dst, const void *src, size_t len, int 
 }
 
 void DevicePath::queue_copy(void *dst, const void *src, size_t len, int device,
-                            cuda::IpcMapping mapping, void *token, bool same_gpu)
+                            cuda::IpcMapping mapping, void *token)
 {
-    queue_.push_back(
-        Queued{cuda::CopyItem{dst, src, len}, device, std::move(mapping), token, same_gpu});
+    queue_.push_back(Queued{cuda::CopyItem{dst, src, len}, device, std::move(mapping), token});
     if (queue_.size() == cuda::kCopyBatchMax) flush_copies();
 }
 
@@ -150,11 +146,6 @@ void DevicePath::flush_copies()
         cuda::CopyItem items[cuda::kCopyBatchMax];
         size_t end = begin, n = 0;
         for (; end < queue_.size() && queue_[end].device == device; ++end) items[n++] = queue_[end].item;
-        if (n == 1 && queue_[begin].same_gpu && small_bounce(queue_[begin].item.len) && !order_ &&
-            start_small_same_gpu(queue_[begin])) {
-            begin = end;
-            continue;
-        }
         // Ordered after the application's work: on its legacy stream, which
         // costs nothing on the CPU (a wait for that stream costs 1.5 us once
         // the process has run a kernel).
@@ -176,34 +167,6 @@ void DevicePath::flush_copies()
         begin = end;
     }
     queue_.clear();
-}
-
-bool DevicePath::start_small_same_gpu(Queued &q)
-{
-    if (slots_used_ == kSlots) return false;
-    if (!slots_) {
-        auto b = lend_bounce(kSlots * kSlotBytes, q.device);
-        if (!b) {
-            small_max_ = 0; // none to be had: the kernel from now on
-            return false;
-        }
-        slots_ = *b;
-    }
-    auto s = ctx_->next_p2p_stream(q.device);
-    if (!s) return false;
-    char *slot = static_cast<char *>(slots_) + (slot_next_ % kSlots) * kSlotBytes;
-    cuda::Status st = cuda::copy_async(slot, q.item.src, q.item.len, (*s)->stream());
-    if (st) st = cuda::copy_async(q.item.dst, slot, q.item.len, (*s)->stream());
-    uint64_t ticket = 0;
-    if (st) {
-        auto t = (*s)->mark();
-        if (t) ticket = *t;
-        else st = t.status();
-    }
-    ++slot_next_;
-    ++slots_used_;
-    pending_.push_back(Pending{q.token, std::move(q.mapping), *s, ticket, st, true});
-    return true;
 }
 
 } // namespace gpuwire::engine

@@ -50,9 +50,6 @@ struct DeviceConfig {
     // most this many bytes, ranges of at least host_register_min; 0: none.
     size_t host_register_bytes = 0;
     size_t host_register_min = size_t{1} << 20;
-    // IPC copies between two buffers of one GPU up to this size (at most
-    // kSlotBytes) take two copy-engine DMAs through a pinned slot; 0: none.
-    size_t small_bounce_max = 0;
 };
 
 class DevicePath {
@@ -123,7 +120,6 @@ public:
         cuda::TrackedStream *stream;
         uint64_t ticket;
         cuda::Status start; // an error: the copy never started, reported by poll() as is
-        bool slot = false;  // holds a small-copy slot (freed in order, with the entry)
     };
     cuda::Status start_copy(void *dst, const void *src, size_t len, int device,
                             cuda::IpcMapping mapping, void *token);
@@ -133,11 +129,8 @@ public:
     // copies of one progress call cost one submission. `token` comes back from
     // poll() once its copy is done (or failed).
     void queue_copy(void *dst, const void *src, size_t len, int device, cuda::IpcMapping mapping,
-                    void *token, bool same_gpu = false);
+                    void *token);
     bool queued() const { return !queue_.empty(); }
-    // Whether a copy of len bytes may take the pinned slots (queue_copy's
-    // same_gpu is asked only then: it costs a device look-up).
-    bool small_bounce(size_t len) const { return small_max_ != 0 && len <= small_max_; }
     void flush_copies();
 
     // Opens (or finds) the mapping of a peer's exported range.
@@ -162,7 +155,6 @@ public:
             } else {
                 done(p.token, cuda::Status{});
             }
-            if (pending_.front().slot) --slots_used_;
             pending_.pop_front();
             ++n;
         }
@@ -213,18 +205,7 @@ private:
         int device;
         cuda::IpcMapping mapping;
         void *token;
-        bool same_gpu;
     };
-    // A small copy between buffers of one GPU as two copy-engine DMAs
-    // through a pinned slot (device to host, host to device): false when it
-    // cannot (no slot free, or none to be had); the caller then queues it.
-    bool start_small_same_gpu(Queued &q);
-
-    static constexpr size_t kSlotBytes = 4096;
-    static constexpr size_t kSlots = 64;
-    size_t small_max_ = 0;       // copies up to this size take the slots; 0: none
-    void *slots_ = nullptr;      // kSlots x kSlotBytes of pinned memory, from the cache
-    size_t slot_next_ = 0, slots_used_ = 0;
 
     cuda::GpuContext *const ctx_; // one reference, released by the destructor
     const bool order_;            // DeviceConfig::order_after_user

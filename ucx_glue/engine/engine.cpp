@@ -151,7 +151,6 @@ gw_status_t Engine::init(std::string &why)
         dc.order_after_user = params_.device_sync != 0;
         dc.host_register_bytes = params_.host_register_bytes;
         dc.host_register_min = params_.host_register_min;
-        dc.small_bounce_max = params_.ipc_small_bounce_max;
         dev_ = DevicePath::create(dc, device_why_);
     } else {
         device_why_ = "device support switched off";

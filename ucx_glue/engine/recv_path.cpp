@@ -340,9 +340,7 @@ void Engine::deliver_ipc(RecvOp *op, const DeviceDescriptor &d)
     if (op->device >= 0 && blob.length <= path_.ipc_kernel_max) [[likely]] {
         // Into GPU memory: the copy kernel, one submission for all such
         // copies of this call and their completion (flushed by the caller).
-        dev_->queue_copy(op->buf, src, blob.length, device, std::move(mapping), op,
-                         dev_->small_bounce(blob.length) &&
-                             dev_->device_of_uuid(blob.device_uuid) == device);
+        dev_->queue_copy(op->buf, src, blob.length, device, std::move(mapping), op);
         return;
     }
     if (pageable || blob.length <= path_.ipc_sync_max) {

@@ -223,10 +223,6 @@ typedef struct {
      * the process unmaps them. */
     size_t host_register_bytes;
     size_t host_register_min;
-    /* IPC copies between two buffers of one GPU up to this size (at most
-     * 4096): two copy-engine DMAs through pinned host memory instead of the
-     * copy kernel; 0: never. */
-    size_t ipc_small_bounce_max;
 } gw_engine_params_t;
 
 /* Initializes params with defaults. */
