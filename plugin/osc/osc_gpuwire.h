@@ -175,6 +175,9 @@ int gw_osc_progress(void);
 int gw_osc_poll(gw_osc_module_t *m);
 int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void *blocks,
                 size_t blocks_len, const void *payload, size_t payload_len);
+/* Sends buf (len bytes from gw_osc_buf_get, a header first), which the
+ * message then owns, whatever the outcome. */
+int gw_osc_send_buf(gw_osc_module_t *m, int peer, char *buf, size_t len);
 int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64_t count);
 /* Polls (and progresses) until *flag becomes nonzero. */
 void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);

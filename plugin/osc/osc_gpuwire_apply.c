@@ -116,7 +116,8 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     const gw_osc_block_t *blocks = (const gw_osc_block_t *)body;
     const char *payload = body + h->nblocks * sizeof(*blocks);
     const bool fetch = gw_osc_fetches(h->kind);
-    char *reply = NULL;
+    const size_t rlen = sizeof(gw_osc_hdr_t) + h->bytes;
+    char *rmsg = NULL, *reply = NULL; /* the reply message; its payload */
     apply_ctx_t c = {
         .type = h->type ? PMPI_Type_f2c(h->type) : MPI_BYTE,
         .op = h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC ? PMPI_Op_f2c(h->op) : MPI_OP_NULL};
@@ -126,12 +127,14 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
         return;
     }
     if (fetch) {
-        reply = malloc(h->bytes ? h->bytes : 1);
-        if (reply == NULL) {
+        /* The old bytes are read straight into the reply message. */
+        rmsg = gw_osc_buf_get(rlen);
+        if (rmsg == NULL) {
             opal_output(0, "osc:gpuwire: out of memory for a reply of %llu bytes",
                         (unsigned long long)h->bytes);
             abort();
         }
+        reply = rmsg + sizeof(gw_osc_hdr_t);
     }
     const gw_osc_window_t w = window_of(m);
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
@@ -147,9 +150,9 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
                     h->kind, origin, m->rank);
     }
     if (fetch) {
-        gw_osc_hdr_t r = {.kind = GW_OSC_REPLY, .bytes = h->bytes, .count = h->count};
-        gw_osc_send(m, origin, &r, NULL, 0, reply, h->bytes);
-        free(reply);
+        const gw_osc_hdr_t r = {.kind = GW_OSC_REPLY, .bytes = h->bytes, .count = h->count};
+        memcpy(rmsg, &r, sizeof(r));
+        (void)gw_osc_send_buf(m, origin, rmsg, rlen); /* (a failure has its line) */
     }
 }
 

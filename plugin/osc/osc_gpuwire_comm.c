@@ -25,7 +25,7 @@ static void msg_destruct(gw_osc_msg_t *msg)
     /* Completed before it is released (gw_osc_wait_sends, gw_osc_poll):
      * freeing a complete request cannot fail. */
     if (msg->req != NULL) (void)ompi_request_free(&msg->req);
-    free(msg->buf);
+    gw_osc_buf_put(msg->buf, msg->len);
 }
 
 OBJ_CLASS_INSTANCE(gw_osc_msg_t, opal_list_item_t, msg_construct, msg_destruct);
@@ -46,17 +46,24 @@ OBJ_CLASS_INSTANCE(gw_osc_pending_t, opal_list_item_t, NULL, NULL);
 int gw_osc_send(gw_osc_module_t *m, int peer, const gw_osc_hdr_t *h, const void *blocks,
                 size_t blocks_len, const void *payload, size_t payload_len)
 {
+    const size_t len = sizeof(*h) + blocks_len + payload_len;
+    char *buf = gw_osc_buf_get(len);
+    if (buf == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
+    memcpy(buf, h, sizeof(*h));
+    if (blocks_len) memcpy(buf + sizeof(*h), blocks, blocks_len);
+    if (payload_len) memcpy(buf + sizeof(*h) + blocks_len, payload, payload_len);
+    return gw_osc_send_buf(m, peer, buf, len);
+}
+
+int gw_osc_send_buf(gw_osc_module_t *m, int peer, char *buf, size_t len)
+{
     gw_osc_msg_t *msg = OBJ_NEW(gw_osc_msg_t);
-    if (msg == NULL) return OMPI_ERR_OUT_OF_RESOURCE;
-    msg->len = sizeof(*h) + blocks_len + payload_len;
-    msg->buf = malloc(msg->len);
-    if (msg->buf == NULL) {
-        OBJ_RELEASE(msg);
+    if (msg == NULL) {
+        gw_osc_buf_put(buf, len);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    memcpy(msg->buf, h, sizeof(*h));
-    if (blocks_len) memcpy(msg->buf + sizeof(*h), blocks, blocks_len);
-    if (payload_len) memcpy(msg->buf + sizeof(*h) + blocks_len, payload, payload_len);
+    msg->buf = buf;
+    msg->len = len;
     msg->peer = peer;
     int rc = MCA_PML_CALL(isend(msg->buf, msg->len, MPI_BYTE, peer, GW_OSC_TAG,
                                 MCA_PML_BASE_SEND_STANDARD, m->comm, &msg->req));
@@ -139,7 +146,7 @@ int gw_osc_poll(gw_osc_module_t *m)
             abort();
         }
         msg->len = status._ucount;
-        msg->buf = malloc(msg->len ? msg->len : 1);
+        msg->buf = gw_osc_buf_get(msg->len);
         msg->peer = status.MPI_SOURCE;
         if (msg->buf == NULL) {
             opal_output(0, "osc:gpuwire: out of memory receiving %zu bytes", msg->len);

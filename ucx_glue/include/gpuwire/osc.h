@@ -271,6 +271,15 @@ GW_CORE_API int **gw_osc_lockwords_table(gw_osc_lockwords_t *l);
 /* Unmaps every segment (and removes the name if still there). NULL is ignored. */
 GW_CORE_API void gw_osc_lockwords_close(gw_osc_lockwords_t *l);
 
+/* ---- buffers of window messages ------------------------------------------ */
+
+/* len bytes for a message or reply (NULL: out of memory); give it back with
+ * gw_osc_buf_put and the same len. From 64 KiB a few are kept for the whole
+ * process and handed out again (a fresh large buffer faults on every page);
+ * thread-safe. */
+GW_CORE_API void *gw_osc_buf_get(size_t len);
+GW_CORE_API void gw_osc_buf_put(void *buf, size_t len);
+
 /* ---- origin: an operation's target layout --------------------------------- */
 
 /* The target layout of an operation as it is built, block by block. */
