@@ -3,6 +3,7 @@
 // buffers stay in use until the target acknowledges them.
 #include "gw_catch.hpp"
 
+#include <cstring>
 #include <vector>
 
 #include "fake_window.hpp"
@@ -69,4 +70,30 @@ TEST_CASE("origin: accumulates by reference are waited for by their own count",
     REQUIRE(0 == w.deliver(1, GW_OSC_ACK, 0, 3));
     CHECK(0 == gw_osc_sync_ref_flush(&w.s, 1));  // acknowledged: its buffer is free
     CHECK(w.take().empty());
+}
+
+TEST_CASE("message buffers: large ones kept and handed out again", "[osc][bufs]")
+{
+    // A large buffer given back is the next one handed out that fits.
+    void *a = gw_osc_buf_get(100 << 10);
+    REQUIRE(a != nullptr);
+    std::memset(a, 0x5a, 100 << 10);  // all of it is there
+    gw_osc_buf_put(a, 100 << 10);
+    void *b = gw_osc_buf_get(90 << 10);
+    CHECK(b == a);
+    // One that does not fit in it: another buffer; both kept after.
+    void *c = gw_osc_buf_get(1 << 20);
+    REQUIRE(c != nullptr);
+    CHECK(c != b);
+    std::memset(c, 0, 1 << 20);
+    gw_osc_buf_put(c, 1 << 20);
+    gw_osc_buf_put(b, 90 << 10);
+    void *d = gw_osc_buf_get(1 << 20);
+    CHECK(d == c);
+    gw_osc_buf_put(d, 1 << 20);
+    // Small ones and empty ones come from malloc and go back to it.
+    void *s = gw_osc_buf_get(0);
+    CHECK(s != nullptr);
+    gw_osc_buf_put(s, 0);
+    gw_osc_buf_put(nullptr, 1 << 20);
 }
