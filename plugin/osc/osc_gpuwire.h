@@ -232,13 +232,13 @@ int gw_osc_rget_accumulate(const void *, int, ompi_datatype_t *, void *, int,
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body);
 /* An accumulate-kind operation (kind) of bytes, el elements under op, done
  * by this origin on target's window where it is mapped here -- a host
- * window in shared memory, a device window -- under the target's
+ * window in shared memory, a device window -- under word, the target's
  * accumulate word (the core's gw_osc_direct_acc): GW_OSC_DIRECT_NO when it
  * cannot; else done, *rc its result. Buffers contiguous, at their first
  * byte; origin NULL for MPI_NO_OP. */
-int gw_osc_apply_direct(gw_osc_module_t *m, uint32_t kind, int target, ptrdiff_t tdisp,
-                        int64_t off, size_t bytes, const void *origin, const void *compare,
-                        void *result, MPI_Datatype el, MPI_Op op, int *rc);
+int gw_osc_apply_direct(gw_osc_module_t *m, int *word, uint32_t kind, int target,
+                        ptrdiff_t tdisp, int64_t off, size_t bytes, const void *origin,
+                        const void *compare, void *result, MPI_Datatype el, MPI_Op op, int *rc);
 /* Origin side: a reply for a pending get. */
 void gw_osc_reply(gw_osc_module_t *m, const gw_osc_hdr_t *h, const char *body);
 

@@ -156,12 +156,10 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     }
 }
 
-int gw_osc_apply_direct(gw_osc_module_t *m, uint32_t kind, int target, ptrdiff_t tdisp,
-                        int64_t off, size_t bytes, const void *origin, const void *compare,
-                        void *result, MPI_Datatype el, MPI_Op op, int *rc)
+int gw_osc_apply_direct(gw_osc_module_t *m, int *word, uint32_t kind, int target,
+                        ptrdiff_t tdisp, int64_t off, size_t bytes, const void *origin,
+                        const void *compare, void *result, MPI_Datatype el, MPI_Op op, int *rc)
 {
-    int *word = gw_osc_lockwords_acc(m->locks, target);
-    if (word == NULL) return GW_OSC_DIRECT_NO;
     apply_ctx_t c = {.type = el, .op = kind == GW_OSC_CAS ? MPI_OP_NULL : op};
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     int erc = 0;

@@ -279,12 +279,15 @@ static bool one_run(int count, const ompi_datatype_t *dt, size_t bytes)
 }
 
 /* An accumulate of predefined elements, each buffer one contiguous run, to
- * a host window in shared memory: done here (gw_osc_apply_direct), unless
- * an operation this rank sent target as a message may still be unapplied
- * (it must land first: MPI orders one origin's accumulates). */
+ * a window this rank maps (host in shared memory, or device): done here
+ * (gw_osc_apply_direct), unless an operation this rank sent target as a
+ * message may still be unapplied (it must land first: MPI orders one
+ * origin's accumulates). A target without a word mapped here (another
+ * node) costs one look-up. */
 static bool acc_direct(gw_osc_module_t *m, const gw_osc_call_t *c, int *rc)
 {
-    if (m->locks == NULL || !ompi_datatype_is_predefined(c->tdt)) return false;
+    int *word = gw_osc_lockwords_acc(m->locks, c->target);
+    if (word == NULL || !ompi_datatype_is_predefined(c->tdt)) return false;
     const size_t bytes = (size_t)c->tcount * c->tdt->super.size;
     const bool cas = c->kind == GW_OSC_CAS, noop = c->op == MPI_NO_OP;
     if (!one_run(c->tcount, c->tdt, bytes) ||
@@ -292,14 +295,14 @@ static bool acc_direct(gw_osc_module_t *m, const gw_osc_call_t *c, int *rc)
         (gw_osc_fetches(c->kind) && !one_run(c->rcount, c->rdt, bytes))) {
         return false;
     }
-    opal_mutex_lock(&m->lock);
+    OPAL_THREAD_LOCK(&m->lock);
     const bool settled = m->sync.sent[c->target] == m->sync.acked[c->target];
-    opal_mutex_unlock(&m->lock);
+    OPAL_THREAD_UNLOCK(&m->lock);
     if (!settled) return false;
     const void *o = noop ? NULL : cas ? c->oaddr : (const char *)c->oaddr + c->odt->super.true_lb;
     void *r = c->raddr != NULL ? (char *)c->raddr + c->rdt->super.true_lb : NULL;
-    return gw_osc_apply_direct(m, c->kind, c->target, c->tdisp, c->tdt->super.true_lb, bytes, o,
-                               c->compare, r, c->tdt, c->op, rc) != GW_OSC_DIRECT_NO;
+    return gw_osc_apply_direct(m, word, c->kind, c->target, c->tdisp, c->tdt->super.true_lb,
+                               bytes, o, c->compare, r, c->tdt, c->op, rc) != GW_OSC_DIRECT_NO;
 }
 
 static int issue(ompi_win_t *win, const gw_osc_call_t *c)
