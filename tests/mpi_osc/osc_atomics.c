@@ -1,7 +1,9 @@
 /*
  * The accumulate family on MPI_Win_allocate host windows in shared memory,
- * or (OSC_TEST_DEVICE, OSC_TEST_FAKEDEV_IPC) on MPI_Win_create windows in
- * device memory that the peers map (docs/osc.md): a same-node origin applies
+ * on MPI_Win_create host windows that the peers reach by cross-memory attach
+ * (OSC_TEST_HOST_CREATE), or (OSC_TEST_DEVICE, OSC_TEST_FAKEDEV_IPC) on
+ * MPI_Win_create windows in device memory that the peers map (docs/osc.md):
+ * a same-node origin applies
  * Accumulate, Get_accumulate, Fetch_and_op and Compare_and_swap itself (in
  * the mapping; by the GPU's kernels on a device window), under the
  * target's accumulate word, while the target applies those that come as
@@ -28,6 +30,10 @@
 #include "mpi_pvar.h"
 #include "mpitest.h"
 #include "osc_test_mem.h"
+
+#ifndef OSC_TEST_HOST_CREATE
+#define OSC_TEST_HOST_CREATE 0
+#endif
 
 #define ROUNDS 400
 #define SLOTS 64
@@ -210,7 +216,7 @@ int main(int argc, char **argv)
     MT_CHECK_MPI(MPI_Type_commit(&big_msg));
     int64_t *mem = NULL;
     MPI_Win win;
-    if (osc_test_device) {
+    if (osc_test_device || OSC_TEST_HOST_CREATE) {
         mem = osc_test_alloc(WIN_BYTES);
         MT_CHECK_MPI(MPI_Win_create(mem, WIN_BYTES, sizeof(int64_t), MPI_INFO_NULL,
                                     MPI_COMM_WORLD, &win));
@@ -229,7 +235,7 @@ int main(int argc, char **argv)
     order_and_ops(win, one_msg);
     MPI_Barrier(MPI_COMM_WORLD);
     MT_CHECK_MPI(MPI_Win_free(&win));
-    if (osc_test_device) osc_test_free(mem);
+    if (osc_test_device || OSC_TEST_HOST_CREATE) osc_test_free(mem);
     MT_CHECK_MPI(MPI_Type_free(&one_msg));
     MT_CHECK_MPI(MPI_Type_free(&big_msg));
     const unsigned long long n = pvar_counters_read(&counters, 0),

@@ -2,6 +2,9 @@
 // shared memory (gw_osc_direct_acc), under the window's accumulate word
 // (gw_osc_lockwords_acc): what it does, what it declines, and that the word
 // is held while the window changes.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -177,9 +180,8 @@ TEST_CASE("direct accumulates on a shared host window: done under its word", "[o
     CHECK(acc(GW_OSC_ACC, 1, 0, two, nullptr, nullptr, kSum, 0) == GW_OSC_DIRECT_DONE);
     CHECK(rc == 0);
 
-    // Declined, for the message path: a window reached by cross-memory
-    // attach, no word, a Put, a device origin or result.
-    CHECK(acc(GW_OSC_ACC, 2, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
+    // Declined, for the message path: no word, a Put, a device origin or
+    // result.
     CHECK(gw_osc_direct_acc(d, nullptr, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0, kSum,
                             &ops, &rc) == GW_OSC_DIRECT_NO);
     CHECK(acc(GW_OSC_PUT, 1, 0, two, nullptr, nullptr, kSum) == GW_OSC_DIRECT_NO);
@@ -188,6 +190,115 @@ TEST_CASE("direct accumulates on a shared host window: done under its word", "[o
     CHECK(gw_osc_direct_acc(nullptr, &word, GW_OSC_ACC, 1, 0, 0, 8, two, nullptr, nullptr, 0,
                             kSum, &ops, &rc) == GW_OSC_DIRECT_NO);
     CHECK(theirs[0] == 0);
+    gw_osc_direct_close(d);
+}
+
+TEST_CASE("direct accumulates by cross-memory attach: read, combined here, written back",
+          "[osc][direct][cma]")
+{
+    Opened o;
+    // Rank 1's host window is reached by cross-memory attach (its process
+    // is this one here; no shared mapping). Large enough for several steps.
+    constexpr size_t kN = (600 << 10) / 8;
+    std::vector<int64_t> mine(8), theirs(kN), origin(kN), before(kN, -1);
+    for (size_t i = 0; i < kN; i++) {
+        theirs[i] = static_cast<int64_t>(i);
+        origin[i] = 3 * static_cast<int64_t>(i) + 1;
+    }
+    const gw_osc_win_self_t self = self_of(0, mine.data(), 64, -1, 8);
+    std::vector<gw_osc_win_desc_t> all = {describe(self),
+                                          describe(self_of(1, theirs.data(), kN * 8, -1, 8))};
+    Peers peers{{true, true}};
+    gw_osc_direct_t *d = nullptr;
+    int mapped = 0, rc = -1, word = 0;
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    REQUIRE(mapped == 2);
+    Combine c;
+    c.word = &word;
+    const gw_osc_mem_ops_t ops = c.ops();
+    auto acc = [&](uint32_t kind, int64_t disp, const void *org, const void *compare,
+                   void *result, int32_t op, uint64_t bytes) {
+        rc = -1;
+        return gw_osc_direct_acc(d, &word, kind, 1, disp, 0, bytes, org, compare, result, 0, op,
+                                 &ops, &rc);
+    };
+
+    // The whole window, several steps: every element once, under the word.
+    CHECK(acc(GW_OSC_GACC, 0, origin.data(), nullptr, before.data(), kSum, kN * 8) ==
+          GW_OSC_DIRECT_MOVED);
+    CHECK(rc == 0);
+    CHECK(c.calls >= 3);
+    CHECK(c.held == c.calls);
+    CHECK(word == 0);
+    bool exact = true;
+    for (size_t i = 0; i < kN; i++) {
+        exact = exact && before[i] == static_cast<int64_t>(i) &&
+                theirs[i] == 4 * static_cast<int64_t>(i) + 1;
+    }
+    CHECK(exact);
+    // Odd offsets and lengths: the bytes around stay.
+    const int64_t two[2] = {10, 20};
+    CHECK(acc(GW_OSC_ACC, 5, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_MOVED);
+    CHECK(theirs[4] == 17);
+    CHECK(theirs[5] == 21 + 10);
+    CHECK(theirs[6] == 25 + 20);
+    CHECK(theirs[7] == 29);
+    // NO_OP reads; the window is unchanged and combine not called.
+    const int calls = c.calls;
+    int64_t got[2] = {};
+    CHECK(acc(GW_OSC_GACC, 5, nullptr, nullptr, got, kNoOp, 16) == GW_OSC_DIRECT_MOVED);
+    CHECK(got[0] == 31);
+    CHECK(got[1] == 45);
+    CHECK(c.calls == calls);
+    // REPLACE without a result: written, not read or combined.
+    CHECK(acc(GW_OSC_ACC, 5, two, nullptr, nullptr, GW_OSC_OP_REPLACE, 16) ==
+          GW_OSC_DIRECT_MOVED);
+    CHECK(theirs[5] == 10);
+    CHECK(theirs[6] == 20);
+    CHECK(c.calls == calls);
+    // Compare-and-swap: swaps on equal only.
+    int64_t nv = 99, cmp = 10, old = -1;
+    CHECK(acc(GW_OSC_CAS, 5, &nv, &cmp, &old, 0, 8) == GW_OSC_DIRECT_MOVED);
+    CHECK(old == 10);
+    CHECK(theirs[5] == 99);
+    CHECK(acc(GW_OSC_CAS, 5, &nv, &cmp, &old, 0, 8) == GW_OSC_DIRECT_MOVED);
+    CHECK(old == 99);
+    CHECK(theirs[5] == 99);
+    CHECK(word == 0);
+    // The word held elsewhere: busy, unchanged.
+    word = 1;
+    CHECK(acc(GW_OSC_ACC, 5, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_BUSY);
+    CHECK(theirs[5] == 99);
+    word = 0;
+    // Past the end: refused, nothing changed.
+    CHECK(acc(GW_OSC_ACC, kN - 1, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_DONE);
+    CHECK(rc == GW_OSC_ERR_RANGE);
+    CHECK(theirs[kN - 1] == 4 * static_cast<int64_t>(kN - 1) + 1);
+    // A failing combine: said, and nothing written.
+    int64_t odd[1] = {1};
+    CHECK(acc(GW_OSC_ACC, 0, odd, nullptr, nullptr, kSum, 4) == GW_OSC_DIRECT_MOVED);
+    CHECK(rc == GW_OSC_ERR_FAILED);
+    CHECK(theirs[0] == 1);
+    CHECK(word == 0);
+    // Device buffers: the message path.
+    char dev[64] = {};
+    o.g.device(dev, sizeof(dev), 0);
+    CHECK(acc(GW_OSC_ACC, 0, dev, nullptr, nullptr, kSum, 8) == GW_OSC_DIRECT_NO);
+    CHECK(acc(GW_OSC_GACC, 0, two, nullptr, dev, kSum, 8) == GW_OSC_DIRECT_NO);
+    gw_osc_direct_close(d);
+
+    // Memory the kernel will not copy (gone since the window was opened):
+    // declined before anything changed, for the message path.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void *gone = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(gone != MAP_FAILED);
+    all[1] = describe(self_of(1, gone, page, -1, 8));
+    REQUIRE(gw_osc_direct_open(&self, 2, all.data(), nullptr, Peers::on_node, &peers, &d,
+                               &mapped) == 0);
+    REQUIRE(munmap(gone, page) == 0);
+    CHECK(acc(GW_OSC_ACC, 0, two, nullptr, nullptr, kSum, 16) == GW_OSC_DIRECT_NO);
+    CHECK(word == 0);
     gw_osc_direct_close(d);
 }
 

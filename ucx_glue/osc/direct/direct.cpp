@@ -59,6 +59,9 @@ bool map_target(const gw_osc_win_self_t *self, int t, const gw_osc_win_desc_t &w
     d->size = w.size;
     d->disp_unit = w.disp_unit;
     uint32_t id = 0;
+    if (w.kind == GW_OSC_WIN_HOST && t == self->rank && shared == nullptr) {
+        shared = self->base;  // this rank's own window: its memory is here
+    }
     if (w.kind == GW_OSC_WIN_HOST && shared != nullptr) {
         d->ptr = static_cast<char *>(shared);
         d->shared = true;
@@ -417,6 +420,98 @@ int device_acc(const gw_osc_direct_t *d, const Target *t, int *word, uint32_t ki
     return GW_OSC_DIRECT_MOVED;
 }
 
+// Host buffers only: a device buffer keeps the message path (which stages it).
+bool host_buffers(const void *origin, const void *compare, const void *result, uint64_t bytes)
+{
+    for (const void *p : {origin, compare, result}) {
+        if (p != nullptr && bytes > 0 && gw_osc_dev_where(p, bytes) >= 0) return false;
+    }
+    return true;
+}
+
+// The bytes of one step of cma_acc: a multiple of every contiguous
+// predefined element size (1 to 32 bytes, 3, 5, 6, 12, 20, 24 among them),
+// small enough to stay in the cache between the read and the write.
+constexpr uint64_t kCmaStep = uint64_t{15} << 14;  // 240 KiB
+constexpr uint64_t kCmaStack = 4096;
+
+// gw_osc_direct_acc on a host window reached by cross-memory attach: under
+// the word, each step's window bytes read into a scratch buffer (the result
+// gets them), combined there with the origin's, and written back. MPI_NO_OP
+// only reads; REPLACE without a result only writes; a compare-and-swap
+// writes only where it swaps. A first read the kernel refuses changes
+// nothing: the message path does it.
+int cma_acc(const gw_osc_direct_t *d, const Target *t, int *word, uint32_t kind, int target,
+            int64_t tdisp, int64_t off, uint64_t bytes, const void *origin, const void *compare,
+            void *result, int32_t type, int32_t op, const gw_osc_mem_ops_t *ops, int *rc)
+{
+    if (!host_buffers(origin, compare, result, bytes)) return GW_OSC_DIRECT_NO;
+    if (bytes == 0) return GW_OSC_DIRECT_DONE;
+    char *remote = locate(d, t, target, tdisp, off, bytes);
+    if (remote == nullptr) {
+        *rc = GW_OSC_ERR_RANGE;
+        return GW_OSC_DIRECT_DONE;
+    }
+    const auto at = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(remote));
+    const bool cas = kind == GW_OSC_CAS;
+    const bool read_only = origin == nullptr;  // MPI_NO_OP
+    const bool write_only = !cas && op == GW_OSC_OP_REPLACE && result == nullptr;
+    const uint64_t step = bytes < kCmaStep ? bytes : kCmaStep;
+    char stack[kCmaStack];
+    char *scratch = nullptr;
+    if (!read_only && !write_only) {
+        scratch = step <= kCmaStack ? stack : static_cast<char *>(gw_osc_buf_get(step));
+        if (scratch == nullptr) return GW_OSC_DIRECT_NO;  // the message path has its own
+    }
+    if (!gw_osc_acc_trylock(word, kAccTries)) {
+        if (scratch != stack) gw_osc_buf_put(scratch, step);
+        return GW_OSC_DIRECT_BUSY;
+    }
+    char why[256] = "";
+    int r = 0;
+    uint64_t done = 0;
+    bool changed = false;  // a combined value may have been written
+    while (r == 0 && done < bytes) {
+        const uint64_t n = step < bytes - done ? step : bytes - done;
+        auto *res = result != nullptr ? static_cast<char *>(result) + done : nullptr;
+        const auto *src = static_cast<const char *>(origin) + (origin != nullptr ? done : 0);
+        if (write_only) {
+            // (A REPLACE done again whole by a message is the same REPLACE.)
+            r = gw_osc_cma_copy(t->pid, true, const_cast<char *>(src), at + done, n, why,
+                                sizeof(why));
+        } else {
+            r = gw_osc_cma_copy(t->pid, false, read_only ? res : scratch, at + done, n, why,
+                                sizeof(why));
+            if (r == 0 && !read_only) {
+                if (gw_osc_apply_at(ops, kind, type, op, scratch, -1, src,
+                                    static_cast<const char *>(compare), res, n) != 0) {
+                    r = GW_OSC_ERR_FAILED;
+                } else if (!cas || std::memcmp(res, compare, n) == 0) {
+                    changed = true;
+                    r = gw_osc_cma_copy(t->pid, true, scratch, at + done, n, why, sizeof(why));
+                }
+            }
+        }
+        if (r == 0) done += n;
+    }
+    gw_osc_acc_unlock(word);
+    if (scratch != stack) gw_osc_buf_put(scratch, step);
+    if (r == GW_OSC_ERR_FAILED) {
+        *rc = r;
+    } else if (r != 0 && !changed) {
+        // Memory the kernel will not copy (a driver's mapping, say), refused
+        // before anything combined was written.
+        log(1, "%s; sent as a message instead", why);
+        return GW_OSC_DIRECT_NO;
+    } else if (r != 0) {
+        log(0, "rank %d: an accumulate into rank %d's window stopped after %llu of %llu bytes "
+               "(%s)", d->path.rank(), target, static_cast<unsigned long long>(done),
+               static_cast<unsigned long long>(bytes), why);
+        *rc = GW_OSC_ERR_FAILED;
+    }
+    return GW_OSC_DIRECT_MOVED;
+}
+
 }  // namespace
 
 int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target, int64_t tdisp,
@@ -429,15 +524,14 @@ int gw_osc_direct_acc(gw_osc_direct_t *d, int *word, uint32_t kind, int target, 
     if (kind != GW_OSC_ACC && kind != GW_OSC_GACC && kind != GW_OSC_CAS) return GW_OSC_DIRECT_NO;
     *rc = 0;
     if (!t->shared) {
-        // A host window reached by cross-memory attach: the message path.
-        if (t->gpu < 0) return GW_OSC_DIRECT_NO;
+        if (t->gpu < 0) {
+            return cma_acc(d, t, word, kind, target, tdisp, off, bytes, origin, compare, result,
+                           type, op, ops, rc);
+        }
         return device_acc(d, t, word, kind, target, tdisp, off, bytes, origin, compare, result,
                           type, op, rc);
     }
-    // Device buffers keep the message path (which stages them).
-    for (const void *p : {origin, compare, static_cast<const void *>(result)}) {
-        if (p != nullptr && bytes > 0 && gw_osc_dev_where(p, bytes) >= 0) return GW_OSC_DIRECT_NO;
-    }
+    if (!host_buffers(origin, compare, result, bytes)) return GW_OSC_DIRECT_NO;
     if (bytes == 0) return GW_OSC_DIRECT_DONE;
     char *remote = locate(d, t, target, tdisp, off, bytes);
     if (remote == nullptr) {
