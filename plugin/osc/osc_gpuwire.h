@@ -90,6 +90,7 @@ typedef struct gw_osc_module {
      * rank's (0: none). */
     gw_osc_lockwords_t *locks;
     uint64_t seg_id;
+    bool shm_fence;        /* every rank's segment mapped by every rank: fences by counts */
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -143,6 +144,7 @@ typedef struct {
     bool device_tried;    /* the device layer's opening was attempted */
     bool direct;          /* same-node Put/Get straight into mapped device windows */
     bool lock_word;       /* same-node locks taken in the target's shared lock word */
+    bool shm_fence;       /* fences of one-node windows by counts in shared memory */
     unsigned long long direct_ops;     /* pvar: Put/Get on the direct path */
     unsigned long long direct_targets; /* pvar: targets mapped for it, all windows */
     unsigned long long acc_by_ref;     /* pvar: accumulates sent by reference */
@@ -150,6 +152,7 @@ typedef struct {
     unsigned long long shared_targets; /* pvar: targets' host windows mapped in shared memory */
     unsigned long long direct_accs;    /* pvar: accumulates done by the origin */
     unsigned long long acc_word_busy;  /* pvar: ... sent as messages, the word held */
+    unsigned long long shm_fences;     /* pvar: fences closed by counts in shared memory */
 
 } gw_osc_component_t;
 

@@ -40,6 +40,9 @@ static const gw_param_t params[] = {
              "Passive-target locks of ranks on one node taken with atomics in the target's lock "
              "word (shared memory) instead of a request and a grant; 0: every lock is a message, "
              "and accumulates into device windows are not done by the origin"),
+    GW_PBOOL(shm_fence, true, 4,
+             "MPI_Win_fence on a window whose ranks all share one node and map one another's "
+             "segments: a barrier of counts in shared memory; 0: a barrier of messages"),
     GW_PVERBOSE("Verbosity: 1 device support, 10 every window"),
 };
 #undef GW_PARAMS_STORE
@@ -71,6 +74,10 @@ static const gw_pvar_t counters[] = {
      "Passive-target locks (lock and lock_all, per target) taken in a same-node target's lock "
      "word, without a message",
      &mca_osc_gpuwire_component.word_locks, GW_COUNTER},
+    {"shm_fences",
+     "Fences closed by a barrier of counts in shared memory (every rank of the window on one "
+     "node) rather than of messages",
+     &mca_osc_gpuwire_component.shm_fences, GW_COUNTER},
 };
 
 static int component_register(void);

@@ -142,11 +142,17 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
                                           &m->direct, &mapped));
     }
     for (int t = 0; m->direct != NULL && t < m->size; t++) shared += data[t] != NULL;
-    /* Once every rank has mapped the segments (a barrier, collective too:
-     * every rank got the same ids), their names go. */
+    /* Once every rank has mapped the segments, their names go. The ranks
+     * agree meanwhile whether each maps every segment (so fences can go by
+     * the counts in them): an allreduce, collective too (every rank got the
+     * same ids), which none leaves before all have entered it. */
     if (any_seg) {
-        int brc = m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+        int all_mine = c->shm_fence && gw_osc_fence_ready(m->locks, m->size), all_seen = 0;
+        int brc = m->comm->c_coll->coll_allreduce(&all_mine, &all_seen, 1, MPI_INT, MPI_MIN,
+                                                  m->comm,
+                                                  m->comm->c_coll->coll_allreduce_module);
         gw_osc_lockwords_unlink(m->locks);
+        m->shm_fence = brc == OMPI_SUCCESS && all_seen == 1;
         if (rc == OMPI_SUCCESS) rc = brc;
     }
     free(all);

@@ -64,7 +64,9 @@ static int flush_targets(gw_osc_module_t *m, bool epoch)
  * operation of the epoch is complete at origin and target (the direct
  * path's copies are waited for first), so no rank's next epoch can overtake
  * this one. An epoch of direct operations only (host windows on one node,
- * device windows over CUDA IPC) costs the barrier, as osc ucx's fence does. */
+ * device windows over CUDA IPC) costs the barrier alone; on a window whose
+ * ranks all share one node (m->shm_fence) that is a barrier of counts in
+ * their segments, without a message. */
 int gw_osc_fence(int assert, ompi_win_t *win)
 {
     (void)assert;
@@ -72,7 +74,16 @@ int gw_osc_fence(int assert, ompi_win_t *win)
     int rc = gw_osc_direct_settle(m);
     if (rc == OMPI_SUCCESS) rc = flush_targets(m, false);
     if (rc != OMPI_SUCCESS) return rc;
-    return m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+    if (!m->shm_fence) {
+        return m->comm->c_coll->coll_barrier(m->comm, m->comm->c_coll->coll_barrier_module);
+    }
+    /* Every rank on this node: each raises its count in its segment and
+     * waits for all the others', progressing meanwhile (a peer may still
+     * wait for this rank's acknowledgements). */
+    const uint64_t want = gw_osc_fence_arrive(m->locks, m->rank);
+    while (!gw_osc_fence_reached(m->locks, m->size, want)) opal_progress();
+    gw_osc_count(&mca_osc_gpuwire_component.shm_fences, 1);
+    return OMPI_SUCCESS;
 }
 
 /* ---- post / start / complete / wait ------------------------------------ */

@@ -7,12 +7,17 @@
  * the last would show here as a stale value. One rank sleeps before some
  * fences, so that the others reach the fence first. 3 ranks or more; run
  * with the direct path (shared memory, copies) and without it (messages).
+ * Every rank on one node: the fences close by counts in shared memory
+ * (osc_gpuwire_shm_fences counts them) unless osc_gpuwire_shm_fence is 0
+ * (a barrier of messages).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "mpi_pvar.h"
 #include "mpitest.h"
 
 #define ROUNDS 200
@@ -27,6 +32,12 @@ int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
     if (mt_size < 3) return mt_skip("needs 3 or more ranks");
+    int provided = 0;
+    MT_CHECK_MPI(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    static const char *const pv_name[1] = {"osc_gpuwire_shm_fences"};
+    pvar_counters_t counters;
+    if (pvar_counters_open(&counters, pv_name, 1) >= 0)
+        mt_fail(__FILE__, __LINE__, "no performance variable %s", pv_name[0]);
     const int r = mt_rank, n = mt_size;
     const int next = (r + 1) % n, prev = (r + n - 1) % n, far = (r + 2) % n;
     /* Far's slots written in the last epoch: by the rank just before it. */
@@ -71,5 +82,14 @@ int main(int argc, char **argv)
         }
     }
     MT_CHECK_MPI(MPI_Win_free(&win));
+    const unsigned long long fences = pvar_counters_read(&counters, 0);
+    pvar_counters_close(&counters);
+    MPI_T_finalize();
+    const char *env = getenv("OMPI_MCA_osc_gpuwire_shm_fence");
+    if (env != NULL && strcmp(env, "0") == 0) {
+        MT_CHECK_EQ(fences, 0ULL);
+    } else {
+        MT_CHECK_EQ(fences, (unsigned long long)(1 + 3 * ROUNDS));
+    }
     return mt_finish();
 }

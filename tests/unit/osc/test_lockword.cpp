@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_window.hpp"
@@ -230,4 +231,69 @@ TEST_CASE("a window larger than /dev/shm has free gets no segment, and says why"
     CHECK(gw_osc_lockwords_data(l, 0) == nullptr);
     CHECK(gw_osc_lockwords_table(l)[0] == nullptr);
     gw_osc_lockwords_close(l);
+}
+
+TEST_CASE("fence counts: a barrier of the ranks whose segments are all mapped",
+          "[osc][lockword][fence]")
+{
+    // Two ranks, each in its own table (as in two processes), each mapping
+    // the other's segment from its id.
+    gw_osc_lockwords_t *a = nullptr, *b = nullptr;
+    uint64_t ida = 0, idb = 0;
+    char why[256] = "";
+    REQUIRE(0 == gw_osc_lockwords_create(2, 0, 0, true, &a, &ida, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_create(2, 1, 4096, false, &b, &idb, why, sizeof(why)));
+    REQUIRE(ida != 0);
+    REQUIRE(idb != 0);
+    // Not every segment mapped: no barrier by counts.
+    CHECK_FALSE(gw_osc_fence_ready(a, 2));
+    CHECK(gw_osc_fence_ready(a, 1));
+    CHECK_FALSE(gw_osc_fence_reached(a, 2, 1));
+    CHECK(gw_osc_fence_arrive(a, 1) == 0);  // rank 1's segment is not mapped in a
+    REQUIRE(0 == gw_osc_lockwords_open(a, 1, idb, 4096, true, why, sizeof(why)));
+    REQUIRE(0 == gw_osc_lockwords_open(b, 0, ida, 0, true, why, sizeof(why)));
+    CHECK(gw_osc_fence_ready(a, 2));
+    CHECK(gw_osc_fence_ready(b, 2));
+    CHECK_FALSE(gw_osc_fence_ready(a, 3));
+    CHECK_FALSE(gw_osc_fence_ready(nullptr, 2));
+    CHECK(gw_osc_fence_arrive(nullptr, 0) == 0);
+    CHECK_FALSE(gw_osc_fence_reached(a, 2, 0));
+
+    // One fence by hand: rank 0 alone arrived is not enough.
+    const uint64_t want = gw_osc_fence_arrive(a, 0);
+    CHECK(want == 1);
+    CHECK_FALSE(gw_osc_fence_reached(a, 2, want));
+    CHECK(gw_osc_fence_arrive(b, 1) == 1);
+    CHECK(gw_osc_fence_reached(a, 2, want));
+    CHECK(gw_osc_fence_reached(b, 2, want));
+
+    // Many fences from two threads: none leaves fence i before the other
+    // has entered it, and what one wrote before a fence the other reads
+    // after it.
+    constexpr int kFences = 20000;
+    volatile int entered[2] = {0, 0};
+    int64_t *data = static_cast<int64_t *>(gw_osc_lockwords_data(a, 1));
+    REQUIRE(data != nullptr);
+    int early[2] = {0, 0}, stale[2] = {0, 0};
+    auto run = [&](gw_osc_lockwords_t *l, int me) {
+        int64_t *mine = me == 1 ? static_cast<int64_t *>(gw_osc_lockwords_data(l, 1)) : data;
+        for (int i = 1; i <= kFences; i++) {
+            mine[me] = i;  // a plain store into the shared window
+            entered[me] = i;
+            const uint64_t w = gw_osc_fence_arrive(l, me);
+            while (!gw_osc_fence_reached(l, 2, w)) {
+            }
+            if (entered[1 - me] < i) early[me]++;
+            if (__atomic_load_n(&mine[1 - me], __ATOMIC_RELAXED) < i) stale[me]++;
+        }
+    };
+    std::thread ta(run, a, 0), tb(run, b, 1);
+    ta.join();
+    tb.join();
+    CHECK(early[0] == 0);
+    CHECK(early[1] == 0);
+    CHECK(stale[0] == 0);
+    CHECK(stale[1] == 0);
+    gw_osc_lockwords_close(a);
+    gw_osc_lockwords_close(b);
 }

@@ -264,6 +264,16 @@ GW_CORE_API int *gw_osc_lockwords_acc(gw_osc_lockwords_t *l, int t);
  * its GPU stream never waits for a rank spinning on the word. */
 GW_CORE_API bool gw_osc_acc_trylock(int *word, unsigned tries);
 GW_CORE_API void gw_osc_acc_unlock(int *word);
+/* A barrier of ranks 0..n-1 whose segments are all mapped here (every rank
+ * of a window on one node): each segment's first page holds its rank's
+ * fence count (a cache line of its own). fence_arrive raises this rank's
+ * count, after every store this rank made (release), and returns the count
+ * every rank must reach; fence_reached tells whether all n have (acquire:
+ * their stores before it are seen). 0 / false where a segment is not
+ * mapped, which fence_ready tells beforehand. */
+GW_CORE_API bool gw_osc_fence_ready(gw_osc_lockwords_t *l, int n);
+GW_CORE_API uint64_t gw_osc_fence_arrive(gw_osc_lockwords_t *l, int rank);
+GW_CORE_API bool gw_osc_fence_reached(gw_osc_lockwords_t *l, int n, uint64_t count);
 /* Removes this rank's word's name once every peer has opened it. */
 GW_CORE_API void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l);
 /* The lock words per rank (this rank's own among them), for gw_osc_sync_t. */

@@ -15,7 +15,9 @@
 // in, a cache line of its own): held by whoever changes the window's bytes
 // with an accumulate-kind operation, an origin on the node (in the shared
 // host window, or in a device window it maps) or the target applying a
-// message, so that each is atomic against the others.
+// message, so that each is atomic against the others. And its fence count
+// (kFenceCount bytes in): a window whose ranks all share one node closes a
+// fence epoch by these counts rather than by a barrier of messages.
 #include "gpuwire/osc.h"
 
 #include <fcntl.h>
@@ -36,6 +38,7 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kAccWord = 64;
+constexpr size_t kFenceCount = 128;
 std::atomic<uint32_t> g_seq{0};
 
 void name_of(uint64_t id, char *out, size_t len)
@@ -249,6 +252,50 @@ bool gw_osc_acc_trylock(int *word, unsigned tries)
 }
 
 void gw_osc_acc_unlock(int *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }
+
+namespace {
+
+uint64_t *fence_count(const gw_osc_lockwords_t *l, int t)
+{
+    const Segment &g = l->segs[static_cast<size_t>(t)];
+    return g.base != nullptr
+               ? reinterpret_cast<uint64_t *>(static_cast<char *>(g.base) + kFenceCount)
+               : nullptr;
+}
+
+}  // namespace
+
+bool gw_osc_fence_ready(gw_osc_lockwords_t *l, int n)
+{
+    if (l == nullptr || n < 1 || static_cast<size_t>(n) > l->segs.size()) return false;
+    for (int t = 0; t < n; t++) {
+        if (fence_count(l, t) == nullptr) return false;
+    }
+    return true;
+}
+
+uint64_t gw_osc_fence_arrive(gw_osc_lockwords_t *l, int rank)
+{
+    if (l == nullptr || rank < 0 || static_cast<size_t>(rank) >= l->segs.size()) return 0;
+    uint64_t *c = fence_count(l, rank);
+    if (c == nullptr) return 0;
+    // Only this rank writes its count.
+    const uint64_t next = __atomic_load_n(c, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(c, next, __ATOMIC_RELEASE);
+    return next;
+}
+
+bool gw_osc_fence_reached(gw_osc_lockwords_t *l, int n, uint64_t count)
+{
+    if (count == 0 || l == nullptr || n < 1 || static_cast<size_t>(n) > l->segs.size()) {
+        return false;
+    }
+    for (int t = 0; t < n; t++) {
+        const uint64_t *c = fence_count(l, t);
+        if (c == nullptr || __atomic_load_n(c, __ATOMIC_ACQUIRE) < count) return false;
+    }
+    return true;
+}
 
 void gw_osc_lockwords_unlink(gw_osc_lockwords_t *l)
 {
