@@ -91,6 +91,11 @@ typedef struct gw_osc_module {
     gw_osc_lockwords_t *locks;
     uint64_t seg_id;
     bool shm_fence;        /* every rank's segment mapped by every rank: fences by counts */
+    /* SHARED: every rank's window in rank 0's segment, at shared_off[t]
+     * (shared_off[size]: the total); shared_bases[t]: as mapped here. */
+    uint64_t *shared_off;
+    char **shared_bases;
+    bool shared_noncontig; /* info alloc_shared_noncontig: each rank's part page-aligned */
 
     opal_mutex_t lock;     /* everything below; trylock by progress */
     opal_list_t incoming;  /* gw_osc_msg_t, arrival order */
@@ -134,6 +139,7 @@ static inline void gw_osc_count(unsigned long long *counter, unsigned long long 
 typedef struct {
     ompi_osc_base_component_t super;
     int priority;
+    int gpu_priority;     /* in a process with a GPU (priority >= 0) */
     int verbose;
     int output;
     bool device;          /* GPU windows and origin buffers through the cuda layer */
@@ -257,6 +263,13 @@ bool gw_osc_in_window(const gw_osc_module_t *m, int target, ptrdiff_t tdisp, int
 /* MPI_Win_allocate's memory: in this rank's segment (shared memory the
  * ranks on its node map) where the direct path is on, else private. */
 int gw_osc_window_allocate(gw_osc_module_t *m, size_t size);
+/* MPI_Win_allocate_shared's, before gw_osc_direct_setup: every rank's part
+ * in rank 0's segment, one after the other (page-aligned parts with the
+ * info alloc_shared_noncontig). Collective. */
+int gw_osc_window_shared(gw_osc_module_t *m, size_t size, opal_info_t *info);
+/* After gw_osc_direct_setup: this rank's part as mapped here in *base, or an
+ * error (the same on every rank) where some rank could not map the segment. */
+int gw_osc_window_shared_base(gw_osc_module_t *m, void **base);
 void gw_osc_direct_release(gw_osc_module_t *m);
 /* A Put (put) or Get to a direct target, both sides contiguous: one
  * asynchronous copy. Returns 1 when taken (*rc its result; the copy is

@@ -15,6 +15,7 @@
 
 #include "gpuwire_params.h"
 #include "gpuwire_preflight.h"
+#include "ompi/proc/proc.h"
 #include "opal/mca/base/mca_base_pvar.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
@@ -28,6 +29,11 @@ static const gw_param_t params[] = {
             "Selection priority of osc gpuwire: the default 5 lets osc sm, ucx, rdma and pt2pt "
             "take the windows they accept and gives osc gpuwire the rest, or every window when "
             "named alone (--mca osc gpuwire); -1 disables it",
+            NULL),
+    GW_PINT(gpu_priority, 200, -1, 1000, 3,
+            "Selection priority of osc gpuwire in a process with a GPU (unless priority is -1): "
+            "the default 200 takes every window ahead of osc sm, ucx, rdma and pt2pt, whose CPU "
+            "copies cannot read device buffers; -1: priority alone decides",
             NULL),
     GW_PBOOL(device, true, 3,
              "Windows and origin buffers in GPU memory (CUDA) when a GPU is present; 0: every "
@@ -106,14 +112,27 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
     .output = -1, /* the parameters' defaults come from the table (gw_params_register) */
 };
 
+/* MPI_Win_shared_query: a rank's part of an MPI_Win_allocate_shared window
+ * as mapped here (MPI_PROC_NULL: the first rank's part with bytes). */
 static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
 {
-    (void)win;
-    (void)rank;
-    (void)size;
-    (void)disp_unit;
-    (void)base;
-    return OMPI_ERR_NOT_SUPPORTED;
+    gw_osc_module_t *m = GW_OSC(win);
+    if (m->flavor != MPI_WIN_FLAVOR_SHARED || m->shared_bases == NULL) return OMPI_ERR_WIN;
+    if (rank == MPI_PROC_NULL) {
+        for (rank = 0; rank < m->size && m->extents[rank].size == 0; rank++) {
+        }
+        if (rank == m->size) {
+            *size = 0;
+            *disp_unit = 0;
+            *(void **)base = NULL;
+            return OMPI_SUCCESS;
+        }
+    }
+    if (rank < 0 || rank >= m->size) return OMPI_ERR_BAD_PARAM;
+    *size = (size_t)m->extents[rank].size;
+    *disp_unit = m->extents[rank].disp_unit;
+    *(void **)base = m->shared_bases[rank];
+    return OMPI_SUCCESS;
 }
 
 static int win_attach(ompi_win_t *win, void *base, size_t len);
@@ -217,6 +236,18 @@ static int component_finalize(void)
     return OMPI_SUCCESS;
 }
 
+/* Whether every rank of comm shares this node (MPI_Win_allocate_shared). */
+static bool all_on_node(ompi_communicator_t *comm)
+{
+    for (int r = 0; r < ompi_comm_size(comm); r++) {
+        ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        if (p == NULL || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) return false;
+    }
+    return true;
+}
+
+/* In a process with a GPU, every window (gpu_priority): Open MPI's own osc
+ * components copy with the CPU, which cannot read a device origin buffer. */
 static int component_query(ompi_win_t *win, void **base, size_t size, int disp_unit,
                            ompi_communicator_t *comm, opal_info_t *info, int flavor)
 {
@@ -224,10 +255,14 @@ static int component_query(ompi_win_t *win, void **base, size_t size, int disp_u
     (void)base;
     (void)size;
     (void)disp_unit;
-    (void)comm;
     (void)info;
-    if (flavor == MPI_WIN_FLAVOR_SHARED) return -1;
-    return mca_osc_gpuwire_component.priority;
+    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    if (c->priority < 0) return -1;
+    if (flavor == MPI_WIN_FLAVOR_SHARED && !all_on_node(comm)) return -1;
+    opal_mutex_lock(&c->windows_lock);
+    device_open_once(c);
+    opal_mutex_unlock(&c->windows_lock);
+    return c->ngpus > 0 && c->gpu_priority >= 0 ? c->gpu_priority : c->priority;
 }
 
 static void module_release(gw_osc_module_t *m)
@@ -235,6 +270,8 @@ static void module_release(gw_osc_module_t *m)
     gw_osc_direct_release(m);
     if (m->comm != NULL) ompi_comm_free(&m->comm);
     if (m->free_base) free(m->base);
+    free(m->shared_off);
+    free(m->shared_bases);
     free(m->regions);
     free(m->extents);
     gw_osc_sync_fini(&m->sync);
@@ -300,13 +337,23 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
         m->base = NULL;
         m->disp_unit = 1;
         break;
+    case MPI_WIN_FLAVOR_SHARED:
+        rc = gw_osc_window_shared(m, size, info);
+        if (rc != OMPI_SUCCESS) {
+            module_release(m);
+            return rc;
+        }
+        break;
     default:
         module_release(m);
         return OMPI_ERR_NOT_SUPPORTED;
     }
-    if (flavor == MPI_WIN_FLAVOR_CREATE || flavor == MPI_WIN_FLAVOR_ALLOCATE) {
+    if (flavor != MPI_WIN_FLAVOR_DYNAMIC) {
         /* Collective: every rank of the window calls it (same flavor). */
         rc = gw_osc_direct_setup(m);
+        if (rc == OMPI_SUCCESS && flavor == MPI_WIN_FLAVOR_SHARED) {
+            rc = gw_osc_window_shared_base(m, base);
+        }
         if (rc != OMPI_SUCCESS) {
             module_release(m);
             return rc;

@@ -17,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
@@ -40,7 +41,8 @@ static int segment_create(gw_osc_module_t *m, uint64_t bytes)
 {
     gw_osc_component_t *c = &mca_osc_gpuwire_component;
     char why[256] = "";
-    if (m->locks == NULL && (bytes > 0 || c->lock_word)) {
+    if (m->locks == NULL &&
+        (bytes > 0 || c->lock_word || m->flavor == MPI_WIN_FLAVOR_SHARED)) {
         int rc = gw_osc_lockwords_create(m->size, m->rank, bytes, c->lock_word, &m->locks,
                                          &m->seg_id, why, sizeof(why));
         if (rc != 0) return gw_osc_rc(rc);
@@ -81,6 +83,60 @@ int gw_osc_window_allocate(gw_osc_module_t *m, size_t size)
     return OMPI_SUCCESS;
 }
 
+int gw_osc_window_shared(gw_osc_module_t *m, size_t size, opal_info_t *info)
+{
+    int flag = 0;
+    bool noncontig = false;
+    if (info != NULL && opal_info_get_bool(info, "alloc_shared_noncontig", &noncontig, &flag) !=
+                            OPAL_SUCCESS) {
+        noncontig = false;
+    }
+    m->shared_noncontig = flag && noncontig;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t mine = m->shared_noncontig ? (size + page - 1) / page * page : size;
+    uint64_t *parts = calloc((size_t)m->size, sizeof(*parts));
+    m->shared_off = calloc((size_t)m->size + 1, sizeof(*m->shared_off));
+    if (parts == NULL || m->shared_off == NULL) {
+        free(parts);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    int rc = m->comm->c_coll->coll_allgather(&mine, 1, MPI_UINT64_T, parts, 1, MPI_UINT64_T,
+                                             m->comm, m->comm->c_coll->coll_allgather_module);
+    for (int t = 0; rc == OMPI_SUCCESS && t < m->size; t++) {
+        m->shared_off[t + 1] = m->shared_off[t] + parts[t];
+    }
+    free(parts);
+    if (rc != OMPI_SUCCESS) return rc;
+    /* Rank 0's segment holds them all; the others' hold their words. */
+    return segment_create(m, m->rank == 0 ? m->shared_off[m->size] : 0);
+}
+
+int gw_osc_window_shared_base(gw_osc_module_t *m, void **base)
+{
+    if (m->shared_bases == NULL) {
+        opal_output(0, "osc:gpuwire: MPI_Win_allocate_shared: a rank of the window could not "
+                    "map the shared memory of rank 0 (/dev/shm full or not shared between the "
+                    "processes; --mca osc_gpuwire_verbose 1 says which)");
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    m->base = m->shared_bases[m->rank];
+    *base = m->base;
+    return OMPI_SUCCESS;
+}
+
+/* SHARED: where every rank's part lies as mapped here, from rank 0's
+ * segment; false where it is not mapped (and the window holds bytes). */
+static bool shared_parts(gw_osc_module_t *m, void **data)
+{
+    const uint64_t total = m->shared_off[m->size];
+    char *all = gw_osc_lockwords_data(m->locks, 0);
+    for (int t = 0; t < m->size; t++) {
+        const bool empty = m->shared_off[t + 1] == m->shared_off[t];
+        data[t] = all == NULL || (empty && m->shared_noncontig) ? NULL : all + m->shared_off[t];
+    }
+    return total == 0 || all != NULL;
+}
+
 /* After the exchange: maps the segments of the peers on this node (their
  * lock words, which this rank takes only where osc_gpuwire_lock_word is on
  * here too; their windows' bytes); returns, per rank, its window as mapped
@@ -90,9 +146,13 @@ static void segments_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all, void
     uint32_t id;
     for (int t = 0; m->locks != NULL && t < m->size; t++) {
         char why[256] = "";
+        /* (SHARED: rank 0's segment holds every rank's part.) */
+        const uint64_t bytes = m->flavor == MPI_WIN_FLAVOR_SHARED
+                                   ? (t == 0 ? m->shared_off[m->size] : 0)
+                                   : all[t].size;
         if (t != m->rank && all[t].seg_id != 0 && peer_on_node(m, t, &id) &&
             gw_osc_lockwords_open(m->locks, t, all[t].seg_id,
-                                  (all[t].seg & GW_OSC_SEG_DATA) ? all[t].size : 0,
+                                  (all[t].seg & GW_OSC_SEG_DATA) ? bytes : 0,
                                   mca_osc_gpuwire_component.lock_word &&
                                       (all[t].seg & GW_OSC_SEG_WORD) != 0,
                                   why, sizeof(why)) != 0) {
@@ -136,6 +196,9 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
     bool any_seg = false;
     for (int t = 0; exchanged && t < m->size; t++) any_seg = any_seg || all[t].seg_id != 0;
     if (any_seg) segments_open(m, all, data);
+    /* SHARED: every part in rank 0's segment (the same for every rank). */
+    const bool is_shared = m->flavor == MPI_WIN_FLAVOR_SHARED;
+    int mapped_all = !is_shared || (exchanged && shared_parts(m, data));
     int mapped = 0, shared = 0;
     if (exchanged && c->direct) {
         rc = gw_osc_rc(gw_osc_direct_open(&self, m->size, all, data, peer_on_node, m,
@@ -147,13 +210,23 @@ int gw_osc_direct_setup(gw_osc_module_t *m)
      * the counts in them): an allreduce, collective too (every rank got the
      * same ids), which none leaves before all have entered it. */
     if (any_seg) {
-        int all_mine = c->shm_fence && gw_osc_fence_ready(m->locks, m->size), all_seen = 0;
-        int brc = m->comm->c_coll->coll_allreduce(&all_mine, &all_seen, 1, MPI_INT, MPI_MIN,
-                                                  m->comm,
+        int mine2[2] = {c->shm_fence && gw_osc_fence_ready(m->locks, m->size), mapped_all};
+        int seen[2] = {0, 0};
+        int brc = m->comm->c_coll->coll_allreduce(mine2, seen, 2, MPI_INT, MPI_MIN, m->comm,
                                                   m->comm->c_coll->coll_allreduce_module);
         gw_osc_lockwords_unlink(m->locks);
-        m->shm_fence = brc == OMPI_SUCCESS && all_seen == 1;
+        m->shm_fence = brc == OMPI_SUCCESS && seen[0] == 1;
+        mapped_all = brc == OMPI_SUCCESS && seen[1] == 1;
         if (rc == OMPI_SUCCESS) rc = brc;
+    } else if (is_shared && m->shared_off[m->size] > 0) {
+        mapped_all = 0; /* no segment anywhere (every rank sees the same ids) */
+    }
+    if (is_shared && mapped_all && rc == OMPI_SUCCESS) {
+        m->shared_bases = malloc((size_t)m->size * sizeof(*m->shared_bases));
+        if (m->shared_bases == NULL) rc = OMPI_ERR_OUT_OF_RESOURCE;
+        for (int t = 0; m->shared_bases != NULL && t < m->size; t++) {
+            m->shared_bases[t] = data[t];
+        }
     }
     free(all);
     free(data);

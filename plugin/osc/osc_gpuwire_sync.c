@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "opal/runtime/opal_progress.h"
+#include "opal/sys/atomic.h"
 #include "opal/util/output.h"
 
 /* Waits for one message counted in arr[peer] and consumes it. */
@@ -279,10 +280,12 @@ int gw_osc_unlock_all(ompi_win_t *win)
     return rc;
 }
 
-/* Unified memory model: nothing to reconcile. */
+/* Unified memory model: nothing to reconcile but the order of this rank's
+ * loads and stores in shared memory against its peers'. */
 int gw_osc_sync(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
+    opal_atomic_mb();
     opal_mutex_lock(&m->lock);
     gw_osc_poll(m);
     opal_mutex_unlock(&m->lock);
