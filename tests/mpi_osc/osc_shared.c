@@ -155,6 +155,25 @@ int main(int argc, char **argv)
     osc_test_free(result);
     MT_CHECK_MPI(MPI_Win_free(&win));
     free(part);
+
+    /* One rank (MPI_COMM_SELF), and a window of no bytes at all. */
+    char *self = NULL;
+    MT_CHECK_MPI(MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_SELF, &self, &win));
+    MT_CHECK(self != NULL);
+    memset(self, r + 1, 64);
+    MPI_Aint sz = 0;
+    int du = 0;
+    char *again = NULL;
+    MT_CHECK_MPI(MPI_Win_shared_query(win, 0, &sz, &du, &again));
+    MT_CHECK(again == self && sz == 64 && du == 1);
+    MT_CHECK_MPI(MPI_Win_free(&win));
+    char *none = NULL;
+    MT_CHECK_MPI(MPI_Win_allocate_shared(0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &none, &win));
+    MT_CHECK_MPI(MPI_Win_shared_query(win, MPI_PROC_NULL, &sz, &du, &again));
+    MT_CHECK_EQ(sz, (MPI_Aint)0);
+    MT_CHECK_MPI(MPI_Win_fence(0, win));
+    MT_CHECK_MPI(MPI_Win_fence(0, win));
+    MT_CHECK_MPI(MPI_Win_free(&win));
     const unsigned long long shared = pvar_counters_read(&counters, 0);
     pvar_counters_close(&counters);
     MPI_T_finalize();
