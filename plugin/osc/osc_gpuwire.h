@@ -240,8 +240,9 @@ int gw_osc_rget_accumulate(const void *, int, ompi_datatype_t *, void *, int,
 /* Target side: apply one received operation (any kind up to GW_OSC_CAS). */
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body);
 /* An accumulate-kind operation (kind) of bytes, el elements under op, done
- * by this origin on target's window where it is mapped here -- a host
- * window in shared memory, a device window -- under word, the target's
+ * by this origin on target's window where it reaches it -- a host window
+ * in shared memory or by cross-memory attach, a device window -- under
+ * word, the target's
  * accumulate word (the core's gw_osc_direct_acc): GW_OSC_DIRECT_NO when it
  * cannot; else done, *rc its result. Buffers contiguous, at their first
  * byte; origin NULL for MPI_NO_OP. */

@@ -66,7 +66,8 @@ static const gw_pvar_t counters[] = {
      &mca_osc_gpuwire_component.shared_targets, GW_COUNTER},
     {"direct_accs",
      "Accumulates, Get_accumulates, Fetch_and_ops and Compare_and_swaps done by the origin in "
-     "a same-node window it maps (host in shared memory, or device), under its accumulate word",
+     "a same-node window it reaches (host, in shared memory or by cross-memory attach, or "
+     "device), under its accumulate word",
      &mca_osc_gpuwire_component.direct_accs, GW_COUNTER},
     {"acc_word_busy",
      "Accumulates that could have been done by the origin but went as messages: the target's "

@@ -279,7 +279,8 @@ static bool one_run(int count, const ompi_datatype_t *dt, size_t bytes)
 }
 
 /* An accumulate of predefined elements, each buffer one contiguous run, to
- * a window this rank maps (host in shared memory, or device): done here
+ * a window this rank reaches (host, in shared memory or by cross-memory
+ * attach, or device): done here
  * (gw_osc_apply_direct), unless an operation this rank sent target as a
  * message may still be unapplied (it must land first: MPI orders one
  * origin's accumulates). A target without a word mapped here (another

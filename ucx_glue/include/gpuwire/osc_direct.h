@@ -194,7 +194,10 @@ GW_CORE_API int gw_osc_direct_rma(gw_osc_direct_t *d, bool put, void *origin, ui
  * gets the bytes before, then the window's bytes become origin op them
  * (origin NULL: MPI_NO_OP) or, for CAS, origin where they equal compare.
  * A host window mapped in shared memory: memory copies and ops->combine
- * (given type and op), host buffers only. A device window mapped here: the
+ * (given type and op), host buffers only. A host window reached by
+ * cross-memory attach: the same, on a scratch copy of each step's window
+ * bytes read and written back (a first read the kernel refuses: NO,
+ * nothing changed). A device window mapped here: the
  * kernels on its GPU's stream (gw_osc_dev_acc; type and op are the
  * kernels' ids; CAS: the compare-and-swap kernel, one element of at most
  * 16 bytes), origin, compare and result in host or device memory; not an
