@@ -113,9 +113,15 @@ for np in $NPS; do
         fi
         # Repetition by repetition, every forced algorithm and the default
         # in turn, so that the machine's drift between minutes weighs on
-        # them alike. The default reads the shipped table, or SEL_TABLE.
+        # them alike; each repetition starts one later in the list, so that
+        # none always runs first or last (docs/performance.md: the default,
+        # last in every repetition, lost 7-22 % to the same algorithm forced
+        # at small sizes, and won when first). The default reads the shipped
+        # table, or SEL_TABLE.
+        read -r -a order <<<"$(algos_of "$c" "$np") default"
         for r in $(seq 1 "$R"); do
-            for a in $(algos_of "$c" "$np") default; do
+            k=$(( (r - 1) % ${#order[@]} ))
+            for a in "${order[@]:k}" "${order[@]:0:k}"; do
                 if [ "$a" = default ]; then
                     # shellcheck disable=SC2086
                     osu "$np" "$c" "$WORK/sel/np${np}_${c}_default_$r.txt" $DEFAULT_ARGS
