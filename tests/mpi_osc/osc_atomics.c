@@ -248,6 +248,10 @@ int main(int argc, char **argv)
     } else {
         /* Every rank's CAS at least, done by the origin or sent as a message
          * because the word stayed held (ranks on few cores). */
+        if (n == 0 || n + busy < ROUNDS) {
+            fprintf(stderr, "[rank %d] %s %llu, %s %llu\n", mt_rank, pv_name[0], n, pv_name[1],
+                    busy);
+        }
         MT_CHECK(n > 0);
         MT_CHECK(n + busy >= ROUNDS);
     }
