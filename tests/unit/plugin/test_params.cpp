@@ -1,8 +1,7 @@
-// The parameter table's helpers (plugin/common/gpuwire_params.h) without
-// Open MPI: defaults, range lines, the help's range, and the closest name
-// offered for a misspelt parameter.
-#define GW_PARAMS_NO_OPAL 1
-#include "gpuwire_params.h"
+// The parameter table's helpers without Open MPI (gpuwire/param_table.h):
+// defaults, range lines, the help's range, and the closest name offered for
+// a misspelt parameter.
+#include "gpuwire/param_table.h"
 
 #include <string>
 
