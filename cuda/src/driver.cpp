@@ -353,6 +353,11 @@ void Driver::pop_device(void*) {}
 
 #endif  // GPUWIRE_HAVE_CUDA
 
+namespace {
+// Status::message() names CUDA's error codes through this (status.cpp).
+const bool g_namer_set = (detail::set_error_namer(&detail::native_error_name), true);
+}  // namespace
+
 DeviceGuard::DeviceGuard(int device) {
   bool switched = false;
   status_ = Driver::instance().push_device(device, &previous_, &switched);

@@ -19,7 +19,12 @@
 namespace gpuwire::cuda {
 
 namespace detail {
+// The name of a CUDA error code (driver.cpp), which Status::message() asks
+// through the hook that driver.cpp sets when the library loads: status.cpp
+// uses nothing of driver.cpp (no circle between the two).
 const char* native_error_name(NativeApi api, int code);
+using ErrorNamer = const char* (*)(NativeApi api, int code);
+void set_error_namer(ErrorNamer namer);
 }  // namespace detail
 
 inline Status no_cuda_status() {

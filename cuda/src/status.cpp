@@ -20,6 +20,14 @@ const char* errc_name(Errc code) {
   return "?";
 }
 
+namespace {
+// The names of CUDA's error codes, from driver.cpp (set_error_namer);
+// "CUDA_ERROR" until it is set.
+std::atomic<detail::ErrorNamer> g_namer{nullptr};
+}  // namespace
+
+void detail::set_error_namer(ErrorNamer namer) { g_namer.store(namer, std::memory_order_release); }
+
 std::string Status::message() const {
   if (ok()) return "ok";
   char buf[256];
@@ -29,8 +37,9 @@ std::string Status::message() const {
     else
       std::snprintf(buf, sizeof buf, "%s: %s", call(), errc_name(code_));
   } else {
-    std::snprintf(buf, sizeof buf, "%s: %s (%d)", call(), detail::native_error_name(api_, native_),
-                  native_);
+    const detail::ErrorNamer namer = g_namer.load(std::memory_order_acquire);
+    std::snprintf(buf, sizeof buf, "%s: %s (%d)", call(),
+                  namer != nullptr ? namer(api_, native_) : "CUDA_ERROR", native_);
   }
   return buf;
 }
