@@ -355,7 +355,8 @@ void Driver::pop_device(void*) {}
 
 namespace {
 // Status::message() names CUDA's error codes through this (status.cpp).
-const bool g_namer_set = (detail::set_error_namer(&detail::native_error_name), true);
+[[maybe_unused]] const bool g_namer_set =
+    (detail::set_error_namer(&detail::native_error_name), true);
 }  // namespace
 
 DeviceGuard::DeviceGuard(int device) {
