@@ -111,6 +111,79 @@ static int mem_combine(void *ctx, void *dst, const void *src, size_t len, int32_
     return combine(dst, src, len, c->type, c->op, gpu);
 }
 
+/* Whether an element of type has a gap between its parts (MPI_SHORT_INT: a
+ * short, two bytes of padding, an int): the target's blocks then split
+ * elements, which combine() cannot reduce piece by piece. */
+static bool gapped(MPI_Datatype type)
+{
+    return ompi_datatype_is_predefined(type) && !ompi_datatype_is_contiguous_memory_layout(type, 1);
+}
+
+/* Moves the packed bytes of the target's blocks between the window and
+ * packed (to_window: into the window). */
+static int blocks_move(const gw_osc_window_t *w, const gw_osc_hdr_t *h,
+                       const gw_osc_block_t *blocks, char *packed, bool to_window,
+                       gw_osc_miss_t *miss)
+{
+    size_t pos = 0;
+    for (uint32_t i = 0; i < h->nblocks; i++) {
+        int gpu = -1;
+        char *at = gw_osc_locate(w, h->disp, blocks[i].off, blocks[i].len, &gpu);
+        if (at == NULL) {
+            miss->at = h->disp + blocks[i].off;
+            miss->len = blocks[i].len;
+            return GW_OSC_ERR_RANGE;
+        }
+        if (to_window ? copy_in(at, packed + pos, blocks[i].len, gpu) != 0
+                      : (gpu < 0 ? (memcpy(packed + pos, at, blocks[i].len), 0)
+                                 : gw_osc_dev_copy(packed + pos, at, blocks[i].len, gpu)) != 0) {
+            return GW_OSC_ERR_FAILED;
+        }
+        pos += blocks[i].len;
+    }
+    return 0;
+}
+
+/* Accumulate or Get_accumulate of elements with a gap (gapped()): the
+ * target's bytes are gathered packed (into the reply when the origin
+ * fetches), unpacked into whole elements beside the origin's, reduced by
+ * MPI_Reduce_local, packed and written back. */
+static int apply_gapped(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const char *body,
+                        char *reply, const apply_ctx_t *c, gw_osc_miss_t *miss)
+{
+    const gw_osc_block_t *blocks = (const gw_osc_block_t *)body;
+    const char *payload = body + h->nblocks * sizeof(*blocks);
+    int tsize = 0;
+    MPI_Aint lb = 0, extent = 0;
+    if (PMPI_Type_size(c->type, &tsize) != MPI_SUCCESS || tsize <= 0 ||
+        PMPI_Type_get_extent(c->type, &lb, &extent) != MPI_SUCCESS || h->bytes % tsize) {
+        return GW_OSC_ERR_FAILED;
+    }
+    const int n = (int)(h->bytes / tsize);
+    char *old = reply != NULL ? reply : malloc(h->bytes);
+    char *mine = malloc((size_t)n * extent), *theirs = malloc((size_t)n * extent);
+    int rc = old == NULL || mine == NULL || theirs == NULL ? GW_OSC_ERR_FAILED
+                                                           : blocks_move(w, h, blocks, old, false,
+                                                                         miss);
+    if (rc == 0 && c->op != MPI_NO_OP) {
+        int pos = 0, opos = 0, npos = 0;
+        rc = PMPI_Unpack(old, (int)h->bytes, &pos, mine - lb, n, c->type, MPI_COMM_SELF) ||
+                     PMPI_Unpack(payload, (int)h->bytes, &opos, theirs - lb, n, c->type,
+                                 MPI_COMM_SELF) ||
+                     (c->op == MPI_REPLACE
+                          ? (memcpy(mine, theirs, (size_t)n * extent), MPI_SUCCESS)
+                          : PMPI_Reduce_local(theirs - lb, mine - lb, n, c->type, c->op)) ||
+                     PMPI_Pack(mine - lb, n, c->type, theirs, (int)((size_t)n * extent), &npos,
+                               MPI_COMM_SELF)
+                 ? GW_OSC_ERR_FAILED
+                 : blocks_move(w, h, blocks, theirs, true, miss);
+    }
+    if (old != reply) free(old);
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
 void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const char *body)
 {
     const gw_osc_block_t *blocks = (const gw_osc_block_t *)body;
@@ -139,7 +212,9 @@ void gw_osc_apply(gw_osc_module_t *m, int origin, const gw_osc_hdr_t *h, const c
     const gw_osc_window_t w = window_of(m);
     const gw_osc_mem_ops_t ops = {.copy = mem_copy, .combine = mem_combine, .ctx = &c};
     gw_osc_miss_t miss = {0, 0};
-    int rc = gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
+    int rc = (h->kind == GW_OSC_ACC || h->kind == GW_OSC_GACC) && gapped(c.type)
+                 ? apply_gapped(&w, h, body, reply, &c, &miss)
+                 : gw_osc_apply_blocks(&w, h, body, reply, &ops, &miss);
     if (rc == GW_OSC_ERR_RANGE) {
         opal_output(0, "osc:gpuwire: rank %d accessed [%lld, +%llu) outside rank %d's window; "
                     "operation dropped", origin, (long long)miss.at,
