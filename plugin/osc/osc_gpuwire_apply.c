@@ -144,8 +144,31 @@ static int blocks_move(const gw_osc_window_t *w, const gw_osc_hdr_t *h,
     return 0;
 }
 
+/* mine_packed = theirs_packed op mine_packed over n whole elements of type,
+ * packed both (bytes each); mine and theirs are scratch of n extents each,
+ * where the elements are unpacked whole. Returns an MPI error code. */
+static int reduce_packed(char *mine_packed, const char *theirs_packed, size_t bytes, int n,
+                         MPI_Datatype type, MPI_Op op, MPI_Aint lb, MPI_Aint extent,
+                         char *mine, char *theirs)
+{
+    int pos = 0, rc = PMPI_Unpack(mine_packed, (int)bytes, &pos, mine - lb, n, type,
+                                  MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Unpack", rc);
+    pos = 0;
+    rc = PMPI_Unpack(theirs_packed, (int)bytes, &pos, theirs - lb, n, type, MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) return gw_osc_call_failed("PMPI_Unpack", rc);
+    if (op == MPI_REPLACE) {
+        memcpy(mine, theirs, (size_t)n * extent);
+    } else if ((rc = PMPI_Reduce_local(theirs - lb, mine - lb, n, type, op)) != MPI_SUCCESS) {
+        return gw_osc_call_failed("PMPI_Reduce_local", rc);
+    }
+    pos = 0;
+    rc = PMPI_Pack(mine - lb, n, type, mine_packed, (int)bytes, &pos, MPI_COMM_SELF);
+    return rc == MPI_SUCCESS ? MPI_SUCCESS : gw_osc_call_failed("PMPI_Pack", rc);
+}
+
 /* Accumulate or Get_accumulate of elements with a gap (gapped()): the
- * target's bytes are gathered packed (into the reply when the origin
+ * target's bytes are gathered packed (and kept for the reply when the origin
  * fetches), unpacked into whole elements beside the origin's, reduced by
  * MPI_Reduce_local, packed and written back. */
 static int apply_gapped(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const char *body,
@@ -160,25 +183,19 @@ static int apply_gapped(const gw_osc_window_t *w, const gw_osc_hdr_t *h, const c
         return GW_OSC_ERR_FAILED;
     }
     const int n = (int)(h->bytes / tsize);
-    char *old = reply != NULL ? reply : malloc(h->bytes);
+    if (n == 0) return 0;
+    char *old = malloc(h->bytes);
     char *mine = malloc((size_t)n * extent), *theirs = malloc((size_t)n * extent);
-    int rc = old == NULL || mine == NULL || theirs == NULL ? GW_OSC_ERR_FAILED
-                                                           : blocks_move(w, h, blocks, old, false,
-                                                                         miss);
+    int rc = old == NULL || mine == NULL || theirs == NULL ? GW_OSC_ERR_FAILED : 0;
+    if (rc == 0) rc = blocks_move(w, h, blocks, old, false, miss);
+    if (rc == 0 && reply != NULL) memcpy(reply, old, h->bytes);
     if (rc == 0 && c->op != MPI_NO_OP) {
-        int pos = 0, opos = 0, npos = 0;
-        rc = PMPI_Unpack(old, (int)h->bytes, &pos, mine - lb, n, c->type, MPI_COMM_SELF) ||
-                     PMPI_Unpack(payload, (int)h->bytes, &opos, theirs - lb, n, c->type,
-                                 MPI_COMM_SELF) ||
-                     (c->op == MPI_REPLACE
-                          ? (memcpy(mine, theirs, (size_t)n * extent), MPI_SUCCESS)
-                          : PMPI_Reduce_local(theirs - lb, mine - lb, n, c->type, c->op)) ||
-                     PMPI_Pack(mine - lb, n, c->type, theirs, (int)((size_t)n * extent), &npos,
-                               MPI_COMM_SELF)
-                 ? GW_OSC_ERR_FAILED
-                 : blocks_move(w, h, blocks, theirs, true, miss);
+        rc = reduce_packed(old, payload, h->bytes, n, c->type, c->op, lb, extent, mine, theirs) ==
+                     MPI_SUCCESS
+                 ? blocks_move(w, h, blocks, old, true, miss)
+                 : GW_OSC_ERR_FAILED;
     }
-    if (old != reply) free(old);
+    free(old);
     free(mine);
     free(theirs);
     return rc;
