@@ -15,22 +15,12 @@
 _Static_assert(MPI_ANY_SOURCE == GW_ANY_SOURCE, "wildcard source must pass through unchanged");
 _Static_assert(MPI_ANY_TAG == GW_ANY_TAG, "wildcard tag must pass through unchanged");
 
-int mca_pml_gpuwire_mpi_error(gw_status_t status)
-{
-    switch (status) {
-    case GW_OK: return MPI_SUCCESS;
-    case GW_ERR_TRUNCATE: return MPI_ERR_TRUNCATE;
-    case GW_ERR_NO_MEMORY: return MPI_ERR_NO_MEM;
-    case GW_ERR_INVALID: return MPI_ERR_ARG;
-    case GW_ERR_UNSUPPORTED: return MPI_ERR_UNSUPPORTED_OPERATION;
-    case GW_ERR_CANCELED: return MPI_SUCCESS;
-    default: return MPI_ERR_OTHER;
-    }
-}
-
 /* ------------------------------------------------------------------------
  * Engine life cycle
  * ------------------------------------------------------------------------ */
+
+/* The component, under whose name the worker addresses are in the modex. */
+static const mca_base_component_t *modex_key;
 
 static void engine_log(void *ctx, int level, const char *msg)
 {
@@ -50,7 +40,7 @@ static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len
         int rc;
         void *data = NULL;
         size_t size = 0;
-        OPAL_MODEX_RECV(rc, &mca_pml_gpuwire_component.pmlm_version, &name, &data, &size);
+        OPAL_MODEX_RECV(rc, modex_key, &name, &data, &size);
         if (OPAL_SUCCESS != rc || NULL == data) {
             gw_help(GW_HELP_NO_PEER_ADDRESS, peer);
             return -1;
@@ -95,8 +85,9 @@ int mca_pml_gpuwire_progress(void)
     return gw_engine_progress(mca_pml_gpuwire.engine);
 }
 
-int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
+int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_component_t *key)
 {
+    modex_key = key;
     mca_pml_gpuwire.my_peer = OMPI_PROC_MY_NAME->vpid;
     mca_pml_gpuwire.npeers = (uint32_t)ompi_process_info.num_procs;
 
@@ -153,7 +144,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads)
     size_t len;
     int rc;
     gw_engine_address(mca_pml_gpuwire.engine, &addr, &len);
-    OPAL_MODEX_SEND(rc, GW_MODEX_SCOPE_GLOBAL, &mca_pml_gpuwire_component.pmlm_version, addr, len);
+    OPAL_MODEX_SEND(rc, GW_MODEX_SCOPE_GLOBAL, modex_key, addr, len);
     if (OPAL_SUCCESS != rc) {
         snprintf(why, sizeof(why), "the worker address could not be published to the other "
                                    "processes (error %d); check that the job was started by "
@@ -415,32 +406,34 @@ static int pml_dump(ompi_communicator_t *comm, int verbose)
     return OMPI_SUCCESS;
 }
 
-mca_pml_gpuwire_module_t mca_pml_gpuwire = {
-    .super = {
-        .pml_add_procs = pml_add_procs,
-        .pml_del_procs = pml_del_procs,
-        .pml_enable = pml_enable,
-        .pml_progress = NULL,
-        .pml_add_comm = pml_add_comm,
-        .pml_del_comm = pml_del_comm,
-        .pml_irecv_init = mca_pml_gpuwire_irecv_init,
-        .pml_irecv = mca_pml_gpuwire_irecv,
-        .pml_recv = mca_pml_gpuwire_recv,
-        .pml_isend_init = mca_pml_gpuwire_isend_init,
-        .pml_isend = mca_pml_gpuwire_isend,
-        .pml_send = mca_pml_gpuwire_send,
-        .pml_iprobe = mca_pml_gpuwire_iprobe,
-        .pml_probe = mca_pml_gpuwire_probe,
-        .pml_start = mca_pml_gpuwire_start,
-        .pml_improbe = mca_pml_gpuwire_improbe,
-        .pml_mprobe = mca_pml_gpuwire_mprobe,
-        .pml_imrecv = mca_pml_gpuwire_imrecv,
-        .pml_mrecv = mca_pml_gpuwire_mrecv,
-        .pml_dump = pml_dump,
-        .pml_max_contextid = GW_MAX_CONTEXT,
-        .pml_max_tag = GW_MAX_TAG,
-        .pml_flags = 0,
-    },
-    .engine = NULL,
-    .output = -1,
+static const mca_pml_base_module_t pml_functions = {
+    .pml_add_procs = pml_add_procs,
+    .pml_del_procs = pml_del_procs,
+    .pml_enable = pml_enable,
+    .pml_progress = NULL,
+    .pml_add_comm = pml_add_comm,
+    .pml_del_comm = pml_del_comm,
+    .pml_irecv_init = mca_pml_gpuwire_irecv_init,
+    .pml_irecv = mca_pml_gpuwire_irecv,
+    .pml_recv = mca_pml_gpuwire_recv,
+    .pml_isend_init = mca_pml_gpuwire_isend_init,
+    .pml_isend = mca_pml_gpuwire_isend,
+    .pml_send = mca_pml_gpuwire_send,
+    .pml_iprobe = mca_pml_gpuwire_iprobe,
+    .pml_probe = mca_pml_gpuwire_probe,
+    .pml_start = mca_pml_gpuwire_start,
+    .pml_improbe = mca_pml_gpuwire_improbe,
+    .pml_mprobe = mca_pml_gpuwire_mprobe,
+    .pml_imrecv = mca_pml_gpuwire_imrecv,
+    .pml_mrecv = mca_pml_gpuwire_mrecv,
+    .pml_dump = pml_dump,
+    .pml_max_contextid = GW_MAX_CONTEXT,
+    .pml_max_tag = GW_MAX_TAG,
+    .pml_flags = 0,
 };
+
+mca_pml_base_module_t *mca_pml_gpuwire_module(void)
+{
+    mca_pml_gpuwire.super = pml_functions;
+    return &mca_pml_gpuwire.super;
+}

@@ -78,9 +78,12 @@ extern __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire
 extern mca_pml_gpuwire_module_t mca_pml_gpuwire;
 extern mca_pml_gpuwire_params_t mca_pml_gpuwire_params;
 
-/* Module functions (pml_gpuwire.c). */
-int mca_pml_gpuwire_open_engine(bool enable_mpi_threads);
+/* Module functions (pml_gpuwire.c). modex_key: the component, under whose
+ * name the processes' worker addresses are published. */
+int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_component_t *modex_key);
 void mca_pml_gpuwire_close_engine(void);
+/* The module, its functions filled in, for Open MPI's selection. */
+mca_pml_base_module_t *mca_pml_gpuwire_module(void);
 int mca_pml_gpuwire_progress(void);
 
 /* Puts libgpuwire_mpi.so's wrappers in this process when it was not
@@ -90,7 +93,8 @@ void mca_pml_gpuwire_layer_install(int mode, bool has_gpu, int output);
 /* Registers the engine's counters as MPI_T performance variables. */
 void mca_pml_gpuwire_register_pvars(const mca_base_component_t *component);
 
-/* Maps an engine status to an MPI error class. */
+/* Maps an engine status to an MPI error class (pml_gpuwire_state.c, with
+ * the module and parameter objects). */
 int mca_pml_gpuwire_mpi_error(gw_status_t status);
 
 #define PML_GPUWIRE_VERBOSE(level, ...) \

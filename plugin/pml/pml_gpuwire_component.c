@@ -151,9 +151,6 @@ static mca_pml_base_module_t *component_init(int *priority, bool enable_progress
                                              bool enable_mpi_threads);
 static int component_finalize(void);
 
-/* Set from the table (gw_params_register) before Open MPI reads it. */
-mca_pml_gpuwire_params_t mca_pml_gpuwire_params;
-
 __attribute__((visibility("default"))) gw_pml_component_t mca_pml_gpuwire_component = {
     .pmlm_version = {
         GW_PML_BASE_VERSION,
@@ -203,9 +200,12 @@ static int component_close(void)
 static mca_pml_base_module_t *component_init(int *priority, bool enable_progress_threads,
                                              bool enable_mpi_threads)
 {
-    if (OMPI_SUCCESS != mca_pml_gpuwire_open_engine(enable_mpi_threads)) return NULL;
+    if (OMPI_SUCCESS != mca_pml_gpuwire_open_engine(enable_mpi_threads,
+                                                    &mca_pml_gpuwire_component.pmlm_version)) {
+        return NULL;
+    }
     *priority = mca_pml_gpuwire_params.priority;
-    return &mca_pml_gpuwire.super;
+    return mca_pml_gpuwire_module();
 }
 
 static int component_finalize(void)

@@ -43,26 +43,6 @@ typedef struct {
 } fake_team_desc_t;
 #define FAKE_TEAM_MAGIC 0x47574654u /* "GWFT" */
 
-/* A started call, in the team's FIFO. */
-typedef struct fake_team_call {
-    gw_coll_team_call_t c;
-    uint64_t seq;
-    int step;               /* 0 not begun, 1 arrived, 2 departed */
-    struct timespec since;  /* the current step's start, for the timeout */
-    struct fake_team_call *next;
-} fake_team_call_t;
-
-struct gw_coll_team {
-    int gpu, rank, nranks, fd;
-    size_t slot, seg_bytes;
-    double timeout_s;
-    uint64_t calls, finished;
-    bool failed;
-    fake_team_call_t *first, *last; /* started, not finished */
-    char *seg[FAKE_TEAM_MAX];       /* every rank's workspace, mine included */
-};
-
-
 static volatile uint64_t *team_counter(char *seg, int which) /* 0 arrived, 1 departed */
 {
     return (volatile uint64_t *)(seg + 64 * which);
@@ -313,6 +293,3 @@ int gw_coll_team_map(gw_coll_team_t *t, const void *in_descs, const void *out_de
 
 void gw_coll_team_unmap(gw_coll_team_t *t) { (void)t; }
 
-bool fake_team_open(const gw_coll_team_t *t) { return t->fd >= 0; }
-int fake_team_rank(const gw_coll_team_t *t) { return t->rank; }
-int fake_team_nranks(const gw_coll_team_t *t) { return t->nranks; }
