@@ -136,8 +136,9 @@ static inline void gw_osc_count(unsigned long long *counter, unsigned long long 
     }
 }
 
+/* The component's process-wide state: parameters, windows, counters
+ * (osc_gpuwire_state.c, beneath every other file of the component). */
 typedef struct {
-    ompi_osc_base_component_t super;
     int priority;
     int gpu_priority;     /* in a process with a GPU (priority >= 0) */
     int verbose;
@@ -159,7 +160,12 @@ typedef struct {
     unsigned long long direct_accs;    /* pvar: accumulates done by the origin */
     unsigned long long acc_word_busy;  /* pvar: ... sent as messages, the word held */
     unsigned long long shm_fences;     /* pvar: fences closed by counts in shared memory */
+} gw_osc_state_t;
 
+extern gw_osc_state_t gw_osc_state;
+
+typedef struct {
+    ompi_osc_base_component_t super;
 } gw_osc_component_t;
 
 #ifdef GW_OSC_FAKE_DEVICE
@@ -195,8 +201,6 @@ void gw_osc_wait_until(gw_osc_module_t *m, volatile int *counter, int at_least);
 void gw_osc_wait_reached(gw_osc_module_t *m, const uint64_t *value, uint64_t want);
 void gw_osc_wait_pending(gw_osc_module_t *m);
 void gw_osc_wait_sends(gw_osc_module_t *m);
-/* The window's synchronisation state (m->sync) with its callbacks. */
-int gw_osc_sync_setup(gw_osc_module_t *m);
 
 /* An error of the core's one-sided engine (gpuwire/osc.h) as Open MPI's. */
 static inline int gw_osc_rc(int rc)

@@ -259,11 +259,11 @@ int gw_osc_apply_direct(gw_osc_module_t *m, int *word, uint32_t kind, int target
     int r = gw_osc_direct_acc(m->direct, word, kind, target, tdisp, off, bytes, origin, compare,
                               result, gw_osc_kernel_type(el), gw_osc_kernel_op(op), &ops, &erc);
     if (r == GW_OSC_DIRECT_BUSY) {
-        gw_osc_count(&mca_osc_gpuwire_component.acc_word_busy, 1);
+        gw_osc_count(&gw_osc_state.acc_word_busy, 1);
         return GW_OSC_DIRECT_NO;
     }
     if (r != GW_OSC_DIRECT_NO) {
-        gw_osc_count(&mca_osc_gpuwire_component.direct_accs, 1);
+        gw_osc_count(&gw_osc_state.direct_accs, 1);
         *rc = gw_osc_rc(erc);
     }
     return r;

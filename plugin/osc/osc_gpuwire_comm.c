@@ -84,30 +84,6 @@ int gw_osc_send_ctl(gw_osc_module_t *m, int peer, uint32_t kind, int aux, uint64
     return gw_osc_send(m, peer, &h, NULL, 0, NULL, 0);
 }
 
-/* The core's one-sided engine (gpuwire/osc.h) calls these back, under
- * m->lock, as it handles the window's messages. */
-static int ctl_cb(void *ctx, int peer, uint32_t kind, int aux, uint64_t count)
-{
-    return gw_osc_send_ctl(ctx, peer, kind, aux, count);
-}
-
-static void apply_cb(void *ctx, int origin, const gw_osc_hdr_t *h, const char *body)
-{
-    gw_osc_apply(ctx, origin, h, body);
-}
-
-static void reply_cb(void *ctx, const gw_osc_hdr_t *h, const char *body)
-{
-    gw_osc_reply(ctx, h, body);
-}
-
-int gw_osc_sync_setup(gw_osc_module_t *m)
-{
-    const gw_osc_sync_ops_t ops = {.send_ctl = ctl_cb, .apply = apply_cb, .reply = reply_cb,
-                                   .ctx = m};
-    return gw_osc_rc(gw_osc_sync_init(&m->sync, m->size, &ops));
-}
-
 static void handle(gw_osc_module_t *m, int peer, const char *buf, size_t len)
 {
     switch (gw_osc_sync_handle(&m->sync, peer, buf, len)) {
@@ -206,9 +182,9 @@ int gw_osc_poll(gw_osc_module_t *m)
 int gw_osc_progress(void)
 {
     int work = 0;
-    if (opal_mutex_trylock(&mca_osc_gpuwire_component.windows_lock) != 0) return 0;
+    if (opal_mutex_trylock(&gw_osc_state.windows_lock) != 0) return 0;
     opal_list_item_t *item;
-    OPAL_LIST_FOREACH(item, &mca_osc_gpuwire_component.windows, opal_list_item_t) {
+    OPAL_LIST_FOREACH(item, &gw_osc_state.windows, opal_list_item_t) {
         gw_osc_module_t *m = gw_osc_from_link(item);
         if (opal_mutex_trylock(&m->lock) == 0) {
             work += gw_osc_poll(m);
@@ -217,7 +193,7 @@ int gw_osc_progress(void)
             opal_mutex_unlock(&m->lock);
         }
     }
-    opal_mutex_unlock(&mca_osc_gpuwire_component.windows_lock);
+    opal_mutex_unlock(&gw_osc_state.windows_lock);
     return work;
 }
 

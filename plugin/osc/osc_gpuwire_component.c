@@ -23,7 +23,7 @@
 
 /* The parameters, one table (gpuwire_params.h): registration, range check,
  * ompi_info's help and docs/parameters.md. */
-#define GW_PARAMS_STORE mca_osc_gpuwire_component
+#define GW_PARAMS_STORE gw_osc_state
 static const gw_param_t params[] = {
     GW_PINT(priority, GW_OSC_DEFAULT_PRIORITY, -1, 1000, 3,
             "Selection priority of osc gpuwire: the default 5 lets osc sm, ucx, rdma and pt2pt "
@@ -57,34 +57,34 @@ static const gw_param_t params[] = {
 #define GW_COUNTER MCA_BASE_PVAR_CLASS_COUNTER
 static const gw_pvar_t counters[] = {
     {"direct_ops", "Put and Get done by a direct copy into a mapped window",
-     &mca_osc_gpuwire_component.direct_ops, GW_COUNTER},
+     &gw_osc_state.direct_ops, GW_COUNTER},
     {"direct_targets", "Targets' windows mapped for direct Put and Get, over all windows",
-     &mca_osc_gpuwire_component.direct_targets, GW_COUNTER},
+     &gw_osc_state.direct_targets, GW_COUNTER},
     {"shared_targets",
      "Targets' host windows (MPI_Win_allocate) mapped in shared memory, where a Put or Get is "
      "a memory copy, over all windows",
-     &mca_osc_gpuwire_component.shared_targets, GW_COUNTER},
+     &gw_osc_state.shared_targets, GW_COUNTER},
     {"direct_accs",
      "Accumulates, Get_accumulates, Fetch_and_ops and Compare_and_swaps done by the origin in "
      "a same-node window it reaches (host, in shared memory or by cross-memory attach, or "
      "device), under its accumulate word",
-     &mca_osc_gpuwire_component.direct_accs, GW_COUNTER},
+     &gw_osc_state.direct_accs, GW_COUNTER},
     {"acc_word_busy",
      "Accumulates that could have been done by the origin but went as messages: the target's "
      "accumulate word stayed held (contention)",
-     &mca_osc_gpuwire_component.acc_word_busy, GW_COUNTER},
+     &gw_osc_state.acc_word_busy, GW_COUNTER},
     {"acc_by_ref",
      "Accumulates from a device buffer sent by reference: the target reduced from the mapped "
      "origin buffer, no host staging at either end",
-     &mca_osc_gpuwire_component.acc_by_ref, GW_COUNTER},
+     &gw_osc_state.acc_by_ref, GW_COUNTER},
     {"word_locks",
      "Passive-target locks (lock and lock_all, per target) taken in a same-node target's lock "
      "word, without a message",
-     &mca_osc_gpuwire_component.word_locks, GW_COUNTER},
+     &gw_osc_state.word_locks, GW_COUNTER},
     {"shm_fences",
      "Fences closed by a barrier of counts in shared memory (every rank of the window on one "
      "node) rather than of messages",
-     &mca_osc_gpuwire_component.shm_fences, GW_COUNTER},
+     &gw_osc_state.shm_fences, GW_COUNTER},
 };
 
 static int component_register(void);
@@ -110,7 +110,6 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
         .osc_select = component_select,
         .osc_finalize = component_finalize,
     },
-    .output = -1, /* the parameters' defaults come from the table (gw_params_register) */
 };
 
 /* MPI_Win_shared_query: a rank's part of an MPI_Win_allocate_shared window
@@ -188,7 +187,7 @@ void gw_osc_log(int verbosity, const char *msg)
     if (verbosity == 0) {
         opal_output(0, "osc:gpuwire: %s", msg);
     } else {
-        opal_output_verbose(verbosity, mca_osc_gpuwire_component.output, "osc:gpuwire: %s", msg);
+        opal_output_verbose(verbosity, gw_osc_state.output, "osc:gpuwire: %s", msg);
     }
 }
 
@@ -196,8 +195,8 @@ static int component_init(bool progress_threads, bool mpi_threads)
 {
     (void)progress_threads;
     (void)mpi_threads;
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
-    if (gw_params_component_open(&c->super.osc_version, params, GW_PARAM_COUNT(params),
+    gw_osc_state_t *c = &gw_osc_state;
+    if (gw_params_component_open(&mca_osc_gpuwire_component.super.osc_version, params, GW_PARAM_COUNT(params),
                                  c->verbose, &c->output) != 0) {
         return OMPI_ERR_BAD_PARAM;
     }
@@ -211,7 +210,7 @@ static int component_init(bool progress_threads, bool mpi_threads)
 
 /* The device layer opens with the first window, not at MPI_Init: jobs that
  * never create a window pay nothing for it. */
-static void device_open_once(gw_osc_component_t *c)
+static void device_open_once(gw_osc_state_t *c)
 {
     if (c->device_tried || !c->device) return;
     c->device_tried = true;
@@ -224,7 +223,7 @@ static void device_open_once(gw_osc_component_t *c)
 
 static int component_finalize(void)
 {
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     if (c->progress_registered) {
         opal_progress_unregister(gw_osc_progress);
         c->progress_registered = false;
@@ -257,7 +256,7 @@ static int component_query(ompi_win_t *win, void **base, size_t size, int disp_u
     (void)size;
     (void)disp_unit;
     (void)info;
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     if (c->priority < 0) return -1;
     if (flavor == MPI_WIN_FLAVOR_SHARED && !all_on_node(comm)) return -1;
     opal_mutex_lock(&c->windows_lock);
@@ -286,12 +285,37 @@ static void module_release(gw_osc_module_t *m)
     free(m);
 }
 
+/* The core's one-sided engine (gpuwire/osc.h) calls these back, under
+ * m->lock, as it handles the window's messages. */
+static int ctl_cb(void *ctx, int peer, uint32_t kind, int aux, uint64_t count)
+{
+    return gw_osc_send_ctl(ctx, peer, kind, aux, count);
+}
+
+static void apply_cb(void *ctx, int origin, const gw_osc_hdr_t *h, const char *body)
+{
+    gw_osc_apply(ctx, origin, h, body);
+}
+
+static void reply_cb(void *ctx, const gw_osc_hdr_t *h, const char *body)
+{
+    gw_osc_reply(ctx, h, body);
+}
+
+/* The window's synchronisation state (m->sync) with these callbacks. */
+static int sync_setup(gw_osc_module_t *m)
+{
+    const gw_osc_sync_ops_t ops = {.send_ctl = ctl_cb, .apply = apply_cb, .reply = reply_cb,
+                                   .ctx = m};
+    return gw_osc_rc(gw_osc_sync_init(&m->sync, m->size, &ops));
+}
+
 static int component_select(ompi_win_t *win, void **base, size_t size, int disp_unit,
                             ompi_communicator_t *comm, opal_info_t *info, int flavor,
                             int *model)
 {
     (void)info;
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     opal_mutex_lock(&c->windows_lock);
     device_open_once(c);
     opal_mutex_unlock(&c->windows_lock);
@@ -316,7 +340,7 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
     }
     m->rank = ompi_comm_rank(m->comm);
     m->size = ompi_comm_size(m->comm);
-    rc = gw_osc_sync_setup(m);
+    rc = sync_setup(m);
     if (rc != OMPI_SUCCESS) {
         module_release(m);
         return rc;
@@ -378,7 +402,7 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
 static int win_free(ompi_win_t *win)
 {
     gw_osc_module_t *m = GW_OSC(win);
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     gw_osc_wait_pending(m);
     /* Unlocks that returned without their acknowledgement: every target has
      * handled them before any rank frees. */

@@ -39,7 +39,7 @@ static bool peer_on_node(void *ctx, int t, uint32_t *peer_id)
  * none: their locks on this rank go by message). */
 static int segment_create(gw_osc_module_t *m, uint64_t bytes)
 {
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     char why[256] = "";
     if (m->locks == NULL &&
         (bytes > 0 || c->lock_word || m->flavor == MPI_WIN_FLAVOR_SHARED)) {
@@ -70,7 +70,7 @@ static uint32_t segment_holds(gw_osc_module_t *m)
 
 int gw_osc_window_allocate(gw_osc_module_t *m, size_t size)
 {
-    if (mca_osc_gpuwire_component.direct && size > 0) {
+    if (gw_osc_state.direct && size > 0) {
         int rc = segment_create(m, size);
         if (rc != OMPI_SUCCESS) return rc;
         m->base = gw_osc_lockwords_data(m->locks, m->rank);
@@ -153,10 +153,10 @@ static void segments_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all, void
         if (t != m->rank && all[t].seg_id != 0 && peer_on_node(m, t, &id) &&
             gw_osc_lockwords_open(m->locks, t, all[t].seg_id,
                                   (all[t].seg & GW_OSC_SEG_DATA) ? bytes : 0,
-                                  mca_osc_gpuwire_component.lock_word &&
+                                  gw_osc_state.lock_word &&
                                       (all[t].seg & GW_OSC_SEG_WORD) != 0,
                                   why, sizeof(why)) != 0) {
-            opal_output_verbose(1, mca_osc_gpuwire_component.output,
+            opal_output_verbose(1, gw_osc_state.output,
                                 "osc:gpuwire: rank %d cannot map rank %d's segment (%s): its "
                                 "locks go by message, its window is reached otherwise",
                                 m->rank, t, why);
@@ -168,7 +168,7 @@ static void segments_open(gw_osc_module_t *m, const gw_osc_win_desc_t *all, void
 
 int gw_osc_direct_setup(gw_osc_module_t *m)
 {
-    gw_osc_component_t *c = &mca_osc_gpuwire_component;
+    gw_osc_state_t *c = &gw_osc_state;
     const gw_osc_win_self_t self = {.rank = m->rank, .base = m->base, .size = m->win_size,
                                     .disp_unit = m->disp_unit, .gpu = m->win_gpu};
     gw_osc_win_desc_t mine;
@@ -283,7 +283,7 @@ int gw_osc_direct_try(gw_osc_module_t *m, bool put, void *oaddr, int ocount,
                               tdisp, tdt->super.true_lb, wait, &erc);
     if (r == GW_OSC_DIRECT_NO) return 0;
     if (r == GW_OSC_DIRECT_MOVED) {
-        gw_osc_count(&mca_osc_gpuwire_component.direct_ops, 1);
+        gw_osc_count(&gw_osc_state.direct_ops, 1);
     }
     *rc = gw_osc_rc(erc);
     return 1;

@@ -333,7 +333,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
     /* Outside the target's window: refused here, not dropped there (the
      * direct path above checks its own). */
     if (!gw_osc_in_window(m, c->target, c->tdisp, c->tcount, c->tdt)) {
-        opal_output_verbose(1, mca_osc_gpuwire_component.output,
+        opal_output_verbose(1, gw_osc_state.output,
                             "osc:gpuwire: rank %d: an access to rank %d's window at displacement "
                             "%td (%d elements) lies outside it", m->rank, c->target, c->tdisp,
                             c->tcount);
@@ -423,7 +423,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
             gw_osc_blocks_fini(&blocks);
             return gw_osc_rc(rc);
         }
-        gw_osc_count(&mca_osc_gpuwire_component.acc_by_ref, 1);
+        gw_osc_count(&gw_osc_state.acc_by_ref, 1);
     }
     rc = gw_osc_send(m, c->target, &h, blocks.b, h.nblocks * sizeof(*blocks.b), payload,
                      plen);

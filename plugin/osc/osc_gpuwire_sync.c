@@ -83,7 +83,7 @@ int gw_osc_fence(int assert, ompi_win_t *win)
      * wait for this rank's acknowledgements). */
     const uint64_t want = gw_osc_fence_arrive(m->locks, m->rank);
     while (!gw_osc_fence_reached(m->locks, m->size, want)) opal_progress();
-    gw_osc_count(&mca_osc_gpuwire_component.shm_fences, 1);
+    gw_osc_count(&gw_osc_state.shm_fences, 1);
     return OMPI_SUCCESS;
 }
 
@@ -201,7 +201,7 @@ static void take_lock(gw_osc_module_t *m, int target, int type)
         return;
     }
     while (!gw_osc_lock_try(m->sync.words[target], type)) opal_progress();
-    gw_osc_count(&mca_osc_gpuwire_component.word_locks, 1);
+    gw_osc_count(&gw_osc_state.word_locks, 1);
 }
 
 int gw_osc_lock(int type, int target, int assert, ompi_win_t *win)
