@@ -48,6 +48,9 @@ enum {
     GW_HIER_ALWAYS = 2, /* also where they are staged (testing) */
 };
 
+/* mca_coll_gpuwire_module_t's hier_state. */
+enum { HIER_UNKNOWN = 0, HIER_READY = 1, HIER_UNUSABLE = -1 };
+
 /* Parameters and process-wide state of the component. */
 typedef struct {
     int priority;
@@ -224,7 +227,7 @@ typedef struct {
 
     /* Sub-communicators of the hierarchical collectives (coll_gpuwire_hier.c):
      * this rank's node, and the nodes' first ranks (NULL on the others). */
-    int hier_state;
+    int hier_state; /* HIER_UNKNOWN until the first call that could use them */
     struct ompi_communicator_t *hier_node, *hier_leaders;
     /* Per rank of the communicator: its node leader's rank among the
      * leaders, and its rank in its node (2 ints each). */

@@ -18,10 +18,6 @@ static int component_open(void);
 static int component_close(void);
 static int component_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 
-/* The parameters' defaults come from the table (gw_params_register). */
-mca_coll_gpuwire_globals_t mca_coll_gpuwire = {
-    .output = -1,
-};
 
 static const gw_param_enum_value_t algorithms[] = {
     {GW_REDUCE_ALGO_AUTO, "auto"},

@@ -42,85 +42,6 @@ static inline void count(unsigned long long *counter)
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-/* One classification per significant buffer; host memory answers from the
- * classifier's cache without a driver call. */
-int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
-{
-    char why[256];
-    *kind = GW_MEM_HOST;
-    for (int i = 0; i < GW_REGION_COUNT; ++i) {
-        if (r[i].hi <= r[i].lo) continue;
-        gw_coll_mem_t mem;
-        const char *first = (const char *)r[i].user + r[i].lo;
-        if (0 != gw_coll_device_classify(first, gw_region_bytes(&r[i]), &mem, why, sizeof(why))) {
-            opal_output(0, "coll:gpuwire: cannot tell the memory kind of %p: %s", (void *)first,
-                        why);
-            return OMPI_ERROR;
-        }
-        r[i].on_gpu = mem.on_gpu;
-        r[i].unordered = mem.unordered;
-        r[i].gpu = mem.gpu;
-        if (mem.on_gpu) *kind = GW_MEM_DEVICE;
-    }
-    return OMPI_SUCCESS;
-}
-
-int gw_coll_tag(gw_coll_id_t id)
-{
-    static const int tags[GW_COLL_COUNT] = {
-        [GW_COLL_ALLGATHER] = MCA_COLL_BASE_TAG_ALLGATHER,
-        [GW_COLL_ALLGATHERV] = MCA_COLL_BASE_TAG_ALLGATHERV,
-        [GW_COLL_ALLREDUCE] = MCA_COLL_BASE_TAG_ALLREDUCE,
-        [GW_COLL_ALLTOALL] = MCA_COLL_BASE_TAG_ALLTOALL,
-        [GW_COLL_ALLTOALLV] = MCA_COLL_BASE_TAG_ALLTOALLV,
-        [GW_COLL_ALLTOALLW] = MCA_COLL_BASE_TAG_ALLTOALLW,
-        [GW_COLL_BCAST] = MCA_COLL_BASE_TAG_BCAST,
-        [GW_COLL_EXSCAN] = MCA_COLL_BASE_TAG_EXSCAN,
-        [GW_COLL_GATHER] = MCA_COLL_BASE_TAG_GATHER,
-        [GW_COLL_GATHERV] = MCA_COLL_BASE_TAG_GATHERV,
-        [GW_COLL_REDUCE] = MCA_COLL_BASE_TAG_REDUCE,
-        [GW_COLL_REDUCE_SCATTER] = MCA_COLL_BASE_TAG_REDUCE_SCATTER,
-        [GW_COLL_REDUCE_SCATTER_BLOCK] = MCA_COLL_BASE_TAG_REDUCE_SCATTER_BLOCK,
-        [GW_COLL_SCAN] = MCA_COLL_BASE_TAG_SCAN,
-        [GW_COLL_SCATTER] = MCA_COLL_BASE_TAG_SCATTER,
-        [GW_COLL_SCATTERV] = MCA_COLL_BASE_TAG_SCATTERV,
-        [GW_COLL_BARRIER] = MCA_COLL_BASE_TAG_BARRIER,
-    };
-    return tags[id];
-}
-
-bool gw_coll_p2p_accepts(const gw_coll_args_t *a, unsigned ids, int algorithm)
-{
-    if (GW_REDUCE_ALGO_STAGED == algorithm || !(ids & GW_COLL_BIT(a->id))) return false;
-    return GW_REDUCE_ALGO_AUTO != algorithm || mca_coll_gpuwire.device_p2p;
-}
-
-bool gw_coll_reduce_small(const gw_coll_args_t *a)
-{
-    const size_t min = mca_coll_gpuwire.reduce_device_min_bytes;
-    const int n = ompi_comm_size(a->comm);
-    /* The selection table measured it: the GPU, whatever the threshold. */
-    if (GW_SEL_DEVICE == a->sel) return false;
-    if (GW_REDUCE_ALGO_AUTO != mca_coll_gpuwire.reduce_algorithm || 0 == min || n < 2) {
-        return false;
-    }
-    size_t elems = 0, size = 0;
-    switch (a->id) {
-    case GW_COLL_REDUCE_SCATTER:
-        for (int q = 0; q < n; ++q) elems += (size_t)(a->rcounts[q] > 0 ? a->rcounts[q] : 0);
-        break;
-    case GW_COLL_REDUCE_SCATTER_BLOCK:
-        elems = (size_t)(a->rcount > 0 ? a->rcount : 0) * (size_t)n;
-        break;
-    default:
-        elems = (size_t)(a->count > 0 ? a->count : 0);
-        break;
-    }
-    ompi_datatype_type_size(a->dtype, &size);
-    /* In 128 bits: neither product can wrap. */
-    return (unsigned __int128)elems * size < (unsigned __int128)min * (size_t)(n - 1);
-}
-
 /* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
  * whatever else would accept the call (the persistent forms where ranks pass
  * different memory kinds). */
@@ -216,7 +137,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
     /* An inter-communicator's persistent reductions: every start runs the
      * non-blocking form, staged on device buffers (gw_coll_inter_dispatch),
      * libnbc's on host buffers, on every rank alike. */
-    if (OPAL_UNLIKELY(OMPI_COMM_IS_INTER(a->comm))) return gw_coll_persistent_new(m, a, false, request);
+    if (OPAL_UNLIKELY(OMPI_COMM_IS_INTER(a->comm))) return gw_coll_persistent_new(m, a, gw_coll_dispatch, request);
     gw_mem_kind_t kind = GW_MEM_HOST;
     if (mca_coll_gpuwire.device_ready) {
         gw_coll_region_t r[GW_REGION_COUNT];
@@ -245,5 +166,6 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         if (OMPI_SUCCESS != rc) return rc;
     }
     if (seen[0] && seen[1]) __atomic_fetch_add(&mca_coll_gpuwire.persistent_mixed, 1, __ATOMIC_RELAXED);
-    return gw_coll_persistent_new(m, a, seen[1], request);
+    return gw_coll_persistent_new(m, a, seen[1] ? gw_coll_dispatch_staged : gw_coll_dispatch,
+                                  request);
 }

@@ -117,7 +117,7 @@ static inline int gw_coll_regions_gpu(const gw_coll_region_t r[GW_REGION_COUNT])
 typedef enum { GW_MEM_HOST, GW_MEM_DEVICE, GW_MEM_KINDS } gw_mem_kind_t;
 
 /* Classifies each significant region (on_gpu, gpu, unordered set); *kind is
- * GW_MEM_DEVICE when any of them is GPU memory. */
+ * GW_MEM_DEVICE when any of them is GPU memory (coll_gpuwire_regions.c). */
 int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind);
 
 /* A non-blocking reduction on an inter-communicator (coll_gpuwire_inter.c). */
@@ -151,6 +151,10 @@ typedef struct {
  * next algorithm that accepts the call. */
 #define GW_COLL_DECLINED GW_CE_DECLINED
 
+/* What a persistent request's start runs (gw_coll_persistent_new). */
+typedef int (*gw_coll_start_fn)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                                ompi_request_t **request);
+
 /* Runs one call: classifies, picks the algorithm, runs it. request is NULL
  * for the blocking forms. */
 int gw_coll_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
@@ -163,7 +167,7 @@ int gw_coll_dispatch_staged(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *
 
 /* Calls the previous module's function for a->id with sbuf/rbuf replacing
  * the application's buffers and everything else unchanged; the non-blocking
- * form when request is not NULL (coll_gpuwire_module.c). */
+ * form when request is not NULL (coll_gpuwire_previous.c). */
 int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                           const void *sbuf, void *rbuf, ompi_request_t **request);
 
@@ -176,13 +180,14 @@ int gw_coll_call_previous(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
  * here, once: MPI fixes them for the request's life. */
 int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct ompi_info_t *info,
                  ompi_request_t **request);
-/* The previous module's persistent form of a->id (coll_gpuwire_module.c). */
+/* The previous module's persistent form of a->id (coll_gpuwire_previous.c). */
 int gw_coll_call_previous_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                struct ompi_info_t *info, ompi_request_t **request);
-/* A persistent request of ours (coll_gpuwire_persistent.c); staged_only: its
- * starts run gw_coll_dispatch_staged. */
+/* A persistent request of ours (coll_gpuwire_persistent.c) whose every
+ * start runs the non-blocking form through start_call (gw_coll_dispatch or
+ * gw_coll_dispatch_staged). */
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                           bool staged_only, ompi_request_t **request);
+                           gw_coll_start_fn start_call, ompi_request_t **request);
 /* Progresses MPI until no non-blocking call of m waits for its start. */
 void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m);
 
@@ -237,7 +242,8 @@ bool gw_coll_nvlink_settled(struct ompi_communicator_t *comm);
 /* Allreduce, Reduce, Bcast, Allgather(v) across nodes composed per level
  * (coll_gpuwire_hier.c). */
 extern const gw_coll_algorithm_t gw_coll_hier;
-/* Frees the communicator's sub-communicators (module destructor). */
+/* Frees the communicator's sub-communicators (module destructor,
+ * coll_gpuwire_state.c). */
 void gw_coll_hier_release(mca_coll_gpuwire_module_t *m);
 /* Sets the levels up for a persistent call on device buffers whose starts
  * the hierarchical algorithm would run (collective, as its blocking forms'
@@ -257,7 +263,8 @@ extern const gw_coll_algorithm_t gw_coll_local;
 int gw_coll_select(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a);
 
 /* Open MPI's tag for a collective's messages (coll_tags.h): the algorithms
- * over point-to-point send with it, as Open MPI's own algorithms do. */
+ * over point-to-point send with it, as Open MPI's own algorithms do
+ * (coll_gpuwire_state.c, with gw_coll_p2p_accepts and gw_coll_reduce_small). */
 int gw_coll_tag(gw_coll_id_t id);
 
 /* The tags of the component's own messages on a communicator: between
@@ -268,7 +275,7 @@ int gw_coll_tag(gw_coll_id_t id);
 enum {
     GW_TAG_RING = -5,       /* blocking reductions on the ring (coll_gpuwire_devreduce.c) */
     GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
-    GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink_team.c) */
+    GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink.c) */
     GW_TAG_NVL_ARRIVE = -8, /* arrivals of the NVLink kernels' non-blocking calls */
     GW_TAG_RING_NB = -9,    /* non-blocking reductions on the ring (coll_gpuwire_devreduce.c) */
 };

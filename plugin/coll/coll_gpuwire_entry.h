@@ -9,8 +9,5 @@
 
 /* Puts every entry point into the module's function table. */
 void gw_coll_entry_install(mca_coll_base_module_t *module);
-/* An inter-communicator's module: the non-blocking reductions only
- * (gw_coll_dispatch sends them to coll_gpuwire_inter.c). */
-void gw_coll_inter_install(mca_coll_base_module_t *module);
 
 #endif

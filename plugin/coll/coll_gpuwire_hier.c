@@ -45,8 +45,6 @@
 #include "ompi/mca/pml/pml.h"
 #include "ompi/proc/proc.h"
 
-enum { HIER_UNKNOWN = 0, HIER_READY = 1, HIER_UNUSABLE = -1 };
-
 static bool spans_nodes(struct ompi_communicator_t *comm)
 {
     const int n = ompi_comm_size(comm);
@@ -130,15 +128,6 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
     return spans_nodes(a->comm);
 }
 
-void gw_coll_hier_release(mca_coll_gpuwire_module_t *m)
-{
-    if (NULL != m->hier_node) ompi_comm_free(&m->hier_node);
-    if (NULL != m->hier_leaders) ompi_comm_free(&m->hier_leaders);
-    m->hier_node = m->hier_leaders = NULL;
-    free(m->hier_where);
-    m->hier_where = NULL;
-    m->hier_state = HIER_UNKNOWN;
-}
 
 /* Collective over comm: the node and leaders' communicators, or
  * HIER_UNUSABLE on every rank alike. An error return is an MPI error of the

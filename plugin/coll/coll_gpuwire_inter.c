@@ -17,10 +17,7 @@
  *                         a Reduce_scatter's input holds the sum of the
  *                         local group's counts.
  */
-#include <string.h>
-
 #include "coll_gpuwire_dispatch.h"
-#include "coll_gpuwire_entry.h"
 
 int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *call,
                            ompi_request_t **request)
@@ -38,22 +35,4 @@ int gw_coll_inter_dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *c
     COLL_GPUWIRE_VERBOSE(20, "i%s on an inter-communicator, device memory: staged",
                          gw_coll_name(a->id));
     return gw_coll_staged.run(m, a, r, NULL, request);
-}
-
-/* The entry points of intra-communicators, the non-blocking reductions and
- * their persistent forms only:
- * gw_coll_dispatch sends an inter-communicator's calls here. */
-void gw_coll_inter_install(mca_coll_base_module_t *m)
-{
-    mca_coll_base_module_t all;
-    memset(&all, 0, sizeof(all));
-    gw_coll_entry_install(&all);
-    m->coll_iallreduce = all.coll_iallreduce;
-    m->coll_ireduce = all.coll_ireduce;
-    m->coll_ireduce_scatter = all.coll_ireduce_scatter;
-    m->coll_ireduce_scatter_block = all.coll_ireduce_scatter_block;
-    m->coll_allreduce_init = all.coll_allreduce_init;
-    m->coll_reduce_init = all.coll_reduce_init;
-    m->coll_reduce_scatter_init = all.coll_reduce_scatter_init;
-    m->coll_reduce_scatter_block_init = all.coll_reduce_scatter_block_init;
 }

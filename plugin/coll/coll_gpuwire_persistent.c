@@ -6,7 +6,8 @@
  * request (gw_ce_req_set_active, gw_ce_req_finish, gw_ce_req_free).
  *
  * The request keeps the call's arguments. Each MPI_Start runs the
- * non-blocking form through the dispatch (on device buffers every algorithm
+ * non-blocking form through the dispatch it was given (gw_coll_dispatch or
+ * gw_coll_dispatch_staged; on device buffers every algorithm
  * answers with a request of ours), and that inner request's completion
  * callback completes the persistent one. A start's inner request is freed
  * by the next start or with the persistent request. Persistent requests
@@ -61,9 +62,7 @@ static int persistent_start(size_t count, ompi_request_t **reqs)
         r->req_state = OMPI_REQUEST_ACTIVE;
         r->req_complete = REQUEST_PENDING;
         gw_ce_req_set_active(req->ce, true);
-        const int rc = req->staged_only
-                           ? gw_coll_dispatch_staged(req->module, &req->args, &req->inner)
-                           : gw_coll_dispatch(req->module, &req->args, &req->inner);
+        const int rc = req->start_call(req->module, &req->args, &req->inner);
         if (OMPI_SUCCESS != rc) {
             /* Nothing started: inactive again, and the start fails. */
             req->inner = NULL;
@@ -87,7 +86,7 @@ static int persistent_free(ompi_request_t **rptr)
 }
 
 int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
-                           bool staged_only, ompi_request_t **request)
+                           gw_coll_start_fn start_call, ompi_request_t **request)
 {
     gw_ce_req_t *spare = gw_ce_sched_spare_take(gw_coll_sched());
     ompi_request_t *r;
@@ -103,7 +102,7 @@ int gw_coll_persistent_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     OMPI_REQUEST_INIT(r, true); /* inactive, complete */
     r->req_start = persistent_start;
     r->req_free = persistent_free;
-    req->staged_only = staged_only;
+    req->start_call = start_call;
     gw_ce_req_set_active(req->ce, false); /* inactive: MPI_Request_free releases it */
     *request = r;
     return OMPI_SUCCESS;

@@ -53,3 +53,26 @@ void gw_coll_regions(const gw_coll_args_t *a, gw_coll_region_t r[GW_REGION_COUNT
     };
     gw_ce_regions(&c, r);
 }
+
+/* One classification per significant buffer; host memory answers from the
+ * classifier's cache without a driver call. */
+int gw_coll_classify_regions(gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t *kind)
+{
+    char why[256];
+    *kind = GW_MEM_HOST;
+    for (int i = 0; i < GW_REGION_COUNT; ++i) {
+        if (r[i].hi <= r[i].lo) continue;
+        gw_coll_mem_t mem;
+        const char *first = (const char *)r[i].user + r[i].lo;
+        if (0 != gw_coll_device_classify(first, gw_region_bytes(&r[i]), &mem, why, sizeof(why))) {
+            opal_output(0, "coll:gpuwire: cannot tell the memory kind of %p: %s", (void *)first,
+                        why);
+            return OMPI_ERROR;
+        }
+        r[i].on_gpu = mem.on_gpu;
+        r[i].unordered = mem.unordered;
+        r[i].gpu = mem.gpu;
+        if (mem.on_gpu) *kind = GW_MEM_DEVICE;
+    }
+    return OMPI_SUCCESS;
+}

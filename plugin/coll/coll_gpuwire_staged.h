@@ -35,7 +35,7 @@ typedef struct gw_coll_request {
     gw_coll_args_t args;               /* as the application passed them */
     void *send_copy;                   /* in-place alltoallv/w: see request_start */
     ompi_request_t *inner;             /* persistent: the last start's request */
-    bool staged_only;                  /* persistent: starts run gw_coll_dispatch_staged */
+    gw_coll_start_fn start_call;       /* persistent: what each start runs */
     gw_ce_req_t *ce;                   /* the scheduler's, in the same object */
 } gw_coll_request_t;
 
