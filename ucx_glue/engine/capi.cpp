@@ -13,21 +13,6 @@ struct gw_engine {
 
 extern "C" {
 
-const char *gw_status_string(gw_status_t status)
-{
-    switch (status) {
-    case GW_OK: return "success";
-    case GW_ERR_NO_MEMORY: return "out of memory";
-    case GW_ERR_UNREACHABLE: return "peer unreachable";
-    case GW_ERR_TRUNCATE: return "message truncated";
-    case GW_ERR_CANCELED: return "cancelled";
-    case GW_ERR_TRANSPORT: return "transport error";
-    case GW_ERR_INVALID: return "invalid argument";
-    case GW_ERR_UNSUPPORTED: return "not supported";
-    }
-    return "unknown status";
-}
-
 void gw_engine_params_init(gw_engine_params_t *params)
 {
     std::memset(params, 0, sizeof(*params));

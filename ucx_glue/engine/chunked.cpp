@@ -187,13 +187,6 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
     advance(*x);
 }
 
-// A transfer none of whose chunks has started ends with st.
-void Engine::fail_unstarted(Xfer &x, gw_status_t st)
-{
-    if (x.status == GW_OK) x.status = st;
-    x.next = x.done = x.len;
-}
-
 // Starts chunks while slots (and the pacer) allow; true when the transfer is over.
 bool Engine::advance(Xfer &x)
 {

@@ -112,4 +112,11 @@ void Engine::on_go_sent(void *request, ucs_status_t status, void *user_data)
     if (status != UCS_OK && x->status == GW_OK) x->status = from_ucs(status);
 }
 
+// A transfer none of whose chunks has started ends with st.
+void Engine::fail_unstarted(Xfer &x, gw_status_t st)
+{
+    if (x.status == GW_OK) x.status = st;
+    x.next = x.done = x.len;
+}
+
 } // namespace gpuwire::engine

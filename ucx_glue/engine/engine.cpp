@@ -14,24 +14,12 @@ namespace gpuwire::engine {
 
 static_assert(GW_MAX_CONTEXT == kMaxCtx - 1 && GW_MAX_RANK == kMaxRank && GW_MAX_TAG == kMaxTag);
 
-
 Engine::Engine(const gw_engine_params_t &params)
     : params_(params), lock_(params.thread_multiple != 0), peers_(params.npeers),
       local_(params.npeers, -1)
 {
     done_.reserve(64);
     device_recv_rp_.memory_type = UCS_MEMORY_TYPE_CUDA;
-}
-
-void Engine::log(int level, const char *fmt, ...)
-{
-    if (!params_.log || level > params_.verbose) return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    params_.log(params_.log_ctx, level, line);
 }
 
 gw_status_t Engine::create(const gw_engine_params_t &params, std::unique_ptr<Engine> &out,
@@ -318,69 +306,6 @@ Engine::~Engine()
     inbox_.reset(); // no copy from or into these slots is in flight any more
     outbox_.reset();
     run_completions();
-}
-
-ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
-{
-    Peer &p = peers_[peer];
-    if (p.ep) {
-        status = p.failed ? GW_ERR_UNREACHABLE : GW_OK;
-        return p.failed ? nullptr : p.ep;
-    }
-    const void *addr = nullptr;
-    size_t len = 0;
-    if (params_.resolve_peer(params_.resolve_ctx, peer, &addr, &len) != 0 || !addr) {
-        log(GW_LOG_ERROR, "no UCX address for process %u: it did not publish one", peer);
-        status = GW_ERR_UNREACHABLE;
-        return nullptr;
-    }
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.address = static_cast<const ucp_address_t *>(addr);
-    ep.err_mode = params_.err_mode_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    // In either mode: without a callback UCX makes a transport's error fatal
-    // (a receiver's CMA read of a sender that died aborts the process);
-    // with one, the operation fails and the engine ends the rest.
-    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.err_handler.cb = &Engine::on_ep_error;
-    ep.err_handler.arg = this;
-    ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
-    if (s != UCS_OK) {
-        if (!quiet) log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
-        p.ep = nullptr;
-        status = GW_ERR_UNREACHABLE;
-        return nullptr;
-    }
-    ++stats_.endpoints;
-    log(GW_LOG_DEBUG, "endpoint to process %u created", peer);
-    status = GW_OK;
-    return p.ep;
-}
-
-Context &Engine::context(uint32_t id)
-{
-    if (last_context_ && last_context_->id() == id) return *last_context_;
-    auto it = contexts_.find(id);
-    if (it == contexts_.end()) {
-        it = contexts_.emplace(id, std::make_unique<Context>(id)).first;
-    }
-    last_context_ = it->second.get();
-    return *last_context_;
-}
-
-void Engine::run_completions()
-{
-    for (;;) {
-        std::unique_lock<EngineLock> guard(lock_);
-        if (done_head_ == done_.size()) {
-            done_.clear();
-            done_head_ = 0;
-            return;
-        }
-        gw_request_t *req = done_[done_head_++];
-        guard.unlock();
-        req->complete_cb(req);
-    }
 }
 
 // Device copies, congestion counters, chunked transfers and acknowledgements;

@@ -55,21 +55,6 @@ const ucp_generic_dt_ops_t kRecvOps = {send_start, recv_start, recv_size, unused
 
 } // namespace
 
-gw_status_t Engine::create_layout_dts(std::string &why)
-{
-    ucs_status_t s = ucp_dt_create_generic(&kSendOps, nullptr, &layout_send_dt_);
-    if (s == UCS_OK) {
-        s = ucp_dt_create_generic(&kRecvOps, nullptr, &layout_recv_dt_);
-        if (s != UCS_OK) ucp_dt_destroy(layout_send_dt_);
-    }
-    if (s != UCS_OK) {
-        why = std::string("UCX generic datatype could not be created: ") + ucs_status_string(s);
-        return from_ucs(s);
-    }
-    layout_dts_ = true;
-    return GW_OK;
-}
-
 gw_status_t Engine::isend_layout(gw_request_t *req, uint32_t peer, uint32_t ctx, int32_t my_rank,
                                  int32_t tag, const gw_layout_t *layout, unsigned flags)
 {
@@ -138,38 +123,19 @@ gw_status_t Engine::irecv_layout(gw_request_t *req, uint32_t ctx, int32_t source
     return GW_OK;
 }
 
-// A data message of length bytes (at most op->cap) arrived into a layout:
-// the head UCX held back goes to it now.
-bool Engine::finish_layout_recv(RecvOp *op, size_t length)
+gw_status_t Engine::create_layout_dts(std::string &why)
 {
-    const auto *l = static_cast<const gw_layout_t *>(op->landing);
-    const size_t head = std::min(length, kBlockBytes);
-    return head == 0 || l->unpack(l->user, 0, op->block, head) == 0;
-}
-
-// A control message arrived into a layout: its payload lands whole in a
-// staging buffer (op->buf), unpacked by complete(). False when out of memory.
-bool Engine::stage_layout(RecvOp *op, size_t length)
-{
-    void *stage = gw_host_buffer_alloc(std::max<size_t>(1, std::min(length, op->cap)));
-    if (!stage) return false;
-    op->buf = stage;
-    op->layout = 2;
-    op->req->flags |= kReqLayoutStaged;
-    return true;
-}
-
-gw_status_t Engine::unstage_layout(gw_request_t *req, gw_status_t status)
-{
-    auto *op = reinterpret_cast<RecvOp *>(req->priv);
-    const auto *l = static_cast<const gw_layout_t *>(op->landing);
-    if (status == GW_OK && req->length &&
-        l->unpack(l->user, 0, op->buf, std::min(req->length, op->cap)) != 0)
-        status = GW_ERR_TRANSPORT;
-    gw_host_buffer_free(op->buf);
-    op->buf = nullptr;
-    req->flags &= ~kReqLayoutStaged;
-    return status;
+    ucs_status_t s = ucp_dt_create_generic(&kSendOps, nullptr, &layout_send_dt_);
+    if (s == UCS_OK) {
+        s = ucp_dt_create_generic(&kRecvOps, nullptr, &layout_recv_dt_);
+        if (s != UCS_OK) ucp_dt_destroy(layout_send_dt_);
+    }
+    if (s != UCS_OK) {
+        why = std::string("UCX generic datatype could not be created: ") + ucs_status_string(s);
+        return from_ucs(s);
+    }
+    layout_dts_ = true;
+    return GW_OK;
 }
 
 } // namespace gpuwire::engine

@@ -1,3 +1,6 @@
+// Endpoints: their creation (Engine::connect, each with on_ep_error as its
+// error callback) and what follows when a peer fails.
+//
 // A peer process fails (pml_gpuwire_err_handling 1: UCX endpoints in peer
 // failure mode report it through on_ep_error). UCX itself fails only what it
 // tracks per endpoint: sends, and receives whose rendezvous it is serving.
@@ -133,6 +136,43 @@ void Engine::refuse_if_gone(RecvOp *op)
     op->peer_gone = 1;
     ucp_request_cancel(worker_, op->ucx_req);
     if (!op->done) op->peer_gone = 0; // matched (a rendezvous): UCX finishes it
+}
+
+ucp_ep_h Engine::connect(uint32_t peer, gw_status_t &status, bool quiet)
+{
+    Peer &p = peers_[peer];
+    if (p.ep) {
+        status = p.failed ? GW_ERR_UNREACHABLE : GW_OK;
+        return p.failed ? nullptr : p.ep;
+    }
+    const void *addr = nullptr;
+    size_t len = 0;
+    if (params_.resolve_peer(params_.resolve_ctx, peer, &addr, &len) != 0 || !addr) {
+        log(GW_LOG_ERROR, "no UCX address for process %u: it did not publish one", peer);
+        status = GW_ERR_UNREACHABLE;
+        return nullptr;
+    }
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = static_cast<const ucp_address_t *>(addr);
+    ep.err_mode = params_.err_mode_peer ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    // In either mode: without a callback UCX makes a transport's error fatal
+    // (a receiver's CMA read of a sender that died aborts the process);
+    // with one, the operation fails and the engine ends the rest.
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = &Engine::on_ep_error;
+    ep.err_handler.arg = this;
+    ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
+    if (s != UCS_OK) {
+        if (!quiet) log(GW_LOG_ERROR, "UCX cannot reach process %u: %s", peer, ucs_status_string(s));
+        p.ep = nullptr;
+        status = GW_ERR_UNREACHABLE;
+        return nullptr;
+    }
+    ++stats_.endpoints;
+    log(GW_LOG_DEBUG, "endpoint to process %u created", peer);
+    status = GW_OK;
+    return p.ep;
 }
 
 } // namespace gpuwire::engine

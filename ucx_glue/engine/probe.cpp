@@ -181,4 +181,19 @@ int Engine::improbe(uint32_t ctx, int32_t source, int32_t tag, gw_probe_info_t *
     return probe_source_gone(ctx, source) ? -1 : 0;
 }
 
+bool Engine::sender_is(uint64_t sender_tag, uint32_t peer)
+{
+    if (peer >= peers_.size()) return false;
+    if (!params_.peer_of_rank) return true;
+    uint32_t p;
+    if (params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag), &p) != 0 ||
+        p != peer) {
+        log(GW_LOG_ERROR, "a device descriptor names process %u, but rank %d of communicator %u "
+                          "is not that process: dropped", peer, rank_of(sender_tag),
+            ctx_of(sender_tag));
+        return false;
+    }
+    return true;
+}
+
 } // namespace gpuwire::engine

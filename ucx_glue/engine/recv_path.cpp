@@ -144,21 +144,6 @@ void Engine::on_recv_done(void *request, ucs_status_t status, const ucp_tag_recv
     e->finish_recv(op, status, sender_tag, length);
 }
 
-bool Engine::sender_is(uint64_t sender_tag, uint32_t peer)
-{
-    if (peer >= peers_.size()) return false;
-    if (!params_.peer_of_rank) return true;
-    uint32_t p;
-    if (params_.peer_of_rank(params_.resolve_ctx, ctx_of(sender_tag), rank_of(sender_tag), &p) != 0 ||
-        p != peer) {
-        log(GW_LOG_ERROR, "a device descriptor names process %u, but rank %d of communicator %u "
-                          "is not that process: dropped", peer, rank_of(sender_tag),
-            ctx_of(sender_tag));
-        return false;
-    }
-    return true;
-}
-
 // UCX delivered a message into op->landing. Inline into on_recv_done, its
 // only caller; whatever needs a larger frame (errors, GPU buffers) is out
 // of line.
