@@ -95,117 +95,36 @@ typedef struct {
     unsigned long long nb_pending;
 } mca_coll_gpuwire_globals_t;
 
+/* Every collective function this module saves from the one below it, X(name)
+ * for each: the blocking forms, the non-blocking ones with MPI_Reduce_local,
+ * the persistent ones (MPI_<op>_init; MPIX_<op>_init in Open MPI 4.1). Each
+ * is two fields of mca_coll_gpuwire_module_t, previous_<name> (of type
+ * mca_coll_base_module_<name>_fn_t) and previous_<name>_module. */
+#define GW_COLL_PREVIOUS(X) \
+    X(allgather) X(allgatherv) X(allreduce) X(alltoall) X(alltoallv) X(alltoallw) X(bcast) \
+    X(exscan) X(gather) X(gatherv) X(reduce) X(reduce_scatter) X(reduce_scatter_block) \
+    X(scan) X(scatter) X(scatterv) \
+    X(iallgather) X(iallgatherv) X(iallreduce) X(ialltoall) X(ialltoallv) X(ialltoallw) \
+    X(ibcast) X(iexscan) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter) \
+    X(ireduce_scatter_block) X(iscan) X(iscatter) X(iscatterv) X(ibarrier) X(reduce_local) \
+    X(allgather_init) X(allgatherv_init) X(allreduce_init) X(alltoall_init) \
+    X(alltoallv_init) X(alltoallw_init) X(bcast_init) X(exscan_init) X(gather_init) \
+    X(gatherv_init) X(reduce_init) X(reduce_scatter_init) X(reduce_scatter_block_init) \
+    X(scan_init) X(scatter_init) X(scatterv_init)
+
+#define GW_COLL_PREVIOUS_FIELDS(name)              \
+    mca_coll_base_module_##name##_fn_t previous_##name; \
+    mca_coll_base_module_t *previous_##name##_module;
 
 typedef struct {
     mca_coll_base_module_t super;
 
-    /* What Open MPI would have called without this module. Each module is
-     * retained at enable and released by the destructor. A collective
-     * with no previous function is not provided (its slot is NULL). */
-    mca_coll_base_module_allgather_fn_t previous_allgather;
-    mca_coll_base_module_t *previous_allgather_module;
-    mca_coll_base_module_allgatherv_fn_t previous_allgatherv;
-    mca_coll_base_module_t *previous_allgatherv_module;
-    mca_coll_base_module_allreduce_fn_t previous_allreduce;
-    mca_coll_base_module_t *previous_allreduce_module;
-    mca_coll_base_module_alltoall_fn_t previous_alltoall;
-    mca_coll_base_module_t *previous_alltoall_module;
-    mca_coll_base_module_alltoallv_fn_t previous_alltoallv;
-    mca_coll_base_module_t *previous_alltoallv_module;
-    mca_coll_base_module_alltoallw_fn_t previous_alltoallw;
-    mca_coll_base_module_t *previous_alltoallw_module;
-    mca_coll_base_module_bcast_fn_t previous_bcast;
-    mca_coll_base_module_t *previous_bcast_module;
-    mca_coll_base_module_exscan_fn_t previous_exscan;
-    mca_coll_base_module_t *previous_exscan_module;
-    mca_coll_base_module_gather_fn_t previous_gather;
-    mca_coll_base_module_t *previous_gather_module;
-    mca_coll_base_module_gatherv_fn_t previous_gatherv;
-    mca_coll_base_module_t *previous_gatherv_module;
-    mca_coll_base_module_reduce_fn_t previous_reduce;
-    mca_coll_base_module_t *previous_reduce_module;
-    mca_coll_base_module_reduce_scatter_fn_t previous_reduce_scatter;
-    mca_coll_base_module_t *previous_reduce_scatter_module;
-    mca_coll_base_module_reduce_scatter_block_fn_t previous_reduce_scatter_block;
-    mca_coll_base_module_t *previous_reduce_scatter_block_module;
-    mca_coll_base_module_scan_fn_t previous_scan;
-    mca_coll_base_module_t *previous_scan_module;
-    mca_coll_base_module_scatter_fn_t previous_scatter;
-    mca_coll_base_module_t *previous_scatter_module;
-    mca_coll_base_module_scatterv_fn_t previous_scatterv;
-    mca_coll_base_module_t *previous_scatterv_module;
-
-    mca_coll_base_module_iallgather_fn_t previous_iallgather;
-    mca_coll_base_module_t *previous_iallgather_module;
-    mca_coll_base_module_iallgatherv_fn_t previous_iallgatherv;
-    mca_coll_base_module_t *previous_iallgatherv_module;
-    mca_coll_base_module_iallreduce_fn_t previous_iallreduce;
-    mca_coll_base_module_t *previous_iallreduce_module;
-    mca_coll_base_module_ialltoall_fn_t previous_ialltoall;
-    mca_coll_base_module_t *previous_ialltoall_module;
-    mca_coll_base_module_ialltoallv_fn_t previous_ialltoallv;
-    mca_coll_base_module_t *previous_ialltoallv_module;
-    mca_coll_base_module_ialltoallw_fn_t previous_ialltoallw;
-    mca_coll_base_module_t *previous_ialltoallw_module;
-    mca_coll_base_module_ibcast_fn_t previous_ibcast;
-    mca_coll_base_module_t *previous_ibcast_module;
-    mca_coll_base_module_iexscan_fn_t previous_iexscan;
-    mca_coll_base_module_t *previous_iexscan_module;
-    mca_coll_base_module_igather_fn_t previous_igather;
-    mca_coll_base_module_t *previous_igather_module;
-    mca_coll_base_module_igatherv_fn_t previous_igatherv;
-    mca_coll_base_module_t *previous_igatherv_module;
-    mca_coll_base_module_ireduce_fn_t previous_ireduce;
-    mca_coll_base_module_t *previous_ireduce_module;
-    mca_coll_base_module_ireduce_scatter_fn_t previous_ireduce_scatter;
-    mca_coll_base_module_t *previous_ireduce_scatter_module;
-    mca_coll_base_module_ireduce_scatter_block_fn_t previous_ireduce_scatter_block;
-    mca_coll_base_module_t *previous_ireduce_scatter_block_module;
-    mca_coll_base_module_iscan_fn_t previous_iscan;
-    mca_coll_base_module_t *previous_iscan_module;
-    mca_coll_base_module_iscatter_fn_t previous_iscatter;
-    mca_coll_base_module_t *previous_iscatter_module;
-    mca_coll_base_module_iscatterv_fn_t previous_iscatterv;
-    mca_coll_base_module_t *previous_iscatterv_module;
-    mca_coll_base_module_ibarrier_fn_t previous_ibarrier;
-    mca_coll_base_module_t *previous_ibarrier_module;
-    mca_coll_base_module_reduce_local_fn_t previous_reduce_local;
-    mca_coll_base_module_t *previous_reduce_local_module;
-
-    /* The persistent forms (MPI_<op>_init; MPIX_<op>_init in Open MPI 4.1):
-     * a request on host buffers is the previous module's. */
-    mca_coll_base_module_allgather_init_fn_t previous_allgather_init;
-    mca_coll_base_module_t *previous_allgather_init_module;
-    mca_coll_base_module_allgatherv_init_fn_t previous_allgatherv_init;
-    mca_coll_base_module_t *previous_allgatherv_init_module;
-    mca_coll_base_module_allreduce_init_fn_t previous_allreduce_init;
-    mca_coll_base_module_t *previous_allreduce_init_module;
-    mca_coll_base_module_alltoall_init_fn_t previous_alltoall_init;
-    mca_coll_base_module_t *previous_alltoall_init_module;
-    mca_coll_base_module_alltoallv_init_fn_t previous_alltoallv_init;
-    mca_coll_base_module_t *previous_alltoallv_init_module;
-    mca_coll_base_module_alltoallw_init_fn_t previous_alltoallw_init;
-    mca_coll_base_module_t *previous_alltoallw_init_module;
-    mca_coll_base_module_bcast_init_fn_t previous_bcast_init;
-    mca_coll_base_module_t *previous_bcast_init_module;
-    mca_coll_base_module_exscan_init_fn_t previous_exscan_init;
-    mca_coll_base_module_t *previous_exscan_init_module;
-    mca_coll_base_module_gather_init_fn_t previous_gather_init;
-    mca_coll_base_module_t *previous_gather_init_module;
-    mca_coll_base_module_gatherv_init_fn_t previous_gatherv_init;
-    mca_coll_base_module_t *previous_gatherv_init_module;
-    mca_coll_base_module_reduce_init_fn_t previous_reduce_init;
-    mca_coll_base_module_t *previous_reduce_init_module;
-    mca_coll_base_module_reduce_scatter_init_fn_t previous_reduce_scatter_init;
-    mca_coll_base_module_t *previous_reduce_scatter_init_module;
-    mca_coll_base_module_reduce_scatter_block_init_fn_t previous_reduce_scatter_block_init;
-    mca_coll_base_module_t *previous_reduce_scatter_block_init_module;
-    mca_coll_base_module_scan_init_fn_t previous_scan_init;
-    mca_coll_base_module_t *previous_scan_init_module;
-    mca_coll_base_module_scatter_init_fn_t previous_scatter_init;
-    mca_coll_base_module_t *previous_scatter_init_module;
-    mca_coll_base_module_scatterv_init_fn_t previous_scatterv_init;
-    mca_coll_base_module_t *previous_scatterv_init_module;
+    /* What Open MPI would have called without this module (GW_COLL_PREVIOUS).
+     * Each module is retained at enable and released by the destructor. A
+     * collective with no previous function is not provided (its slot is
+     * NULL). A request of a persistent form on host buffers is the previous
+     * module's. */
+    GW_COLL_PREVIOUS(GW_COLL_PREVIOUS_FIELDS)
 
     /* Non-blocking collectives initiated on this communicator whose previous
      * module's collective has not started yet, oldest first; they start in

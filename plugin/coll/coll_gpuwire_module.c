@@ -27,67 +27,18 @@
         }                                                                         \
     } while (0)
 
-
 static int module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpuwire_module_t *m = (mca_coll_gpuwire_module_t *)module;
-    GW_SAVE_PREVIOUS(m, comm, allgather);
-    GW_SAVE_PREVIOUS(m, comm, allgatherv);
-    GW_SAVE_PREVIOUS(m, comm, allreduce);
-    GW_SAVE_PREVIOUS(m, comm, alltoall);
-    GW_SAVE_PREVIOUS(m, comm, alltoallv);
-    GW_SAVE_PREVIOUS(m, comm, alltoallw);
-    GW_SAVE_PREVIOUS(m, comm, bcast);
-    GW_SAVE_PREVIOUS(m, comm, exscan);
-    GW_SAVE_PREVIOUS(m, comm, gather);
-    GW_SAVE_PREVIOUS(m, comm, gatherv);
-    GW_SAVE_PREVIOUS(m, comm, reduce);
-    GW_SAVE_PREVIOUS(m, comm, reduce_scatter);
-    GW_SAVE_PREVIOUS(m, comm, reduce_scatter_block);
-    GW_SAVE_PREVIOUS(m, comm, scan);
-    GW_SAVE_PREVIOUS(m, comm, scatter);
-    GW_SAVE_PREVIOUS(m, comm, scatterv);
-    GW_SAVE_PREVIOUS(m, comm, iallgather);
-    GW_SAVE_PREVIOUS(m, comm, iallgatherv);
-    GW_SAVE_PREVIOUS(m, comm, iallreduce);
-    GW_SAVE_PREVIOUS(m, comm, ialltoall);
-    GW_SAVE_PREVIOUS(m, comm, ialltoallv);
-    GW_SAVE_PREVIOUS(m, comm, ialltoallw);
-    GW_SAVE_PREVIOUS(m, comm, ibcast);
-    GW_SAVE_PREVIOUS(m, comm, iexscan);
-    GW_SAVE_PREVIOUS(m, comm, igather);
-    GW_SAVE_PREVIOUS(m, comm, igatherv);
-    GW_SAVE_PREVIOUS(m, comm, ireduce);
-    GW_SAVE_PREVIOUS(m, comm, ireduce_scatter);
-    GW_SAVE_PREVIOUS(m, comm, ireduce_scatter_block);
-    GW_SAVE_PREVIOUS(m, comm, iscan);
-    GW_SAVE_PREVIOUS(m, comm, iscatter);
-    GW_SAVE_PREVIOUS(m, comm, iscatterv);
-    GW_SAVE_PREVIOUS(m, comm, ibarrier);
-    GW_SAVE_PREVIOUS(m, comm, reduce_local);
-    GW_SAVE_PREVIOUS(m, comm, allgather_init);
-    GW_SAVE_PREVIOUS(m, comm, allgatherv_init);
-    GW_SAVE_PREVIOUS(m, comm, allreduce_init);
-    GW_SAVE_PREVIOUS(m, comm, alltoall_init);
-    GW_SAVE_PREVIOUS(m, comm, alltoallv_init);
-    GW_SAVE_PREVIOUS(m, comm, alltoallw_init);
-    GW_SAVE_PREVIOUS(m, comm, bcast_init);
-    GW_SAVE_PREVIOUS(m, comm, exscan_init);
-    GW_SAVE_PREVIOUS(m, comm, gather_init);
-    GW_SAVE_PREVIOUS(m, comm, gatherv_init);
-    GW_SAVE_PREVIOUS(m, comm, reduce_init);
-    GW_SAVE_PREVIOUS(m, comm, reduce_scatter_init);
-    GW_SAVE_PREVIOUS(m, comm, reduce_scatter_block_init);
-    GW_SAVE_PREVIOUS(m, comm, scan_init);
-    GW_SAVE_PREVIOUS(m, comm, scatter_init);
-    GW_SAVE_PREVIOUS(m, comm, scatterv_init);
+#define GW_SAVE(name) GW_SAVE_PREVIOUS(m, comm, name);
+    GW_COLL_PREVIOUS(GW_SAVE)
+#undef GW_SAVE
     gw_coll_nvlink_init(m, comm);
     COLL_GPUWIRE_VERBOSE(10, "enabled on %s (cid %u, %d ranks): allreduce over %p",
                          comm->c_name, (unsigned)gw_comm_cid(comm), ompi_comm_size(comm),
                          (void *)m->previous_allreduce_module);
     return OMPI_SUCCESS;
 }
-
 
 /* An inter-communicator's module: the entry points of intra-communicators,
  * the non-blocking reductions and their persistent forms only

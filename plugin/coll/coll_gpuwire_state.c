@@ -43,56 +43,9 @@ static void module_destruct(mca_coll_gpuwire_module_t *m)
 {
     gw_ce_nvl_release(&m->nvl);
     gw_coll_hier_release(m);
-    GW_RELEASE_PREVIOUS(m, allgather);
-    GW_RELEASE_PREVIOUS(m, allgatherv);
-    GW_RELEASE_PREVIOUS(m, allreduce);
-    GW_RELEASE_PREVIOUS(m, alltoall);
-    GW_RELEASE_PREVIOUS(m, alltoallv);
-    GW_RELEASE_PREVIOUS(m, alltoallw);
-    GW_RELEASE_PREVIOUS(m, bcast);
-    GW_RELEASE_PREVIOUS(m, exscan);
-    GW_RELEASE_PREVIOUS(m, gather);
-    GW_RELEASE_PREVIOUS(m, gatherv);
-    GW_RELEASE_PREVIOUS(m, reduce);
-    GW_RELEASE_PREVIOUS(m, reduce_scatter);
-    GW_RELEASE_PREVIOUS(m, reduce_scatter_block);
-    GW_RELEASE_PREVIOUS(m, scan);
-    GW_RELEASE_PREVIOUS(m, scatter);
-    GW_RELEASE_PREVIOUS(m, scatterv);
-    GW_RELEASE_PREVIOUS(m, iallgather);
-    GW_RELEASE_PREVIOUS(m, iallgatherv);
-    GW_RELEASE_PREVIOUS(m, iallreduce);
-    GW_RELEASE_PREVIOUS(m, ialltoall);
-    GW_RELEASE_PREVIOUS(m, ialltoallv);
-    GW_RELEASE_PREVIOUS(m, ialltoallw);
-    GW_RELEASE_PREVIOUS(m, ibcast);
-    GW_RELEASE_PREVIOUS(m, iexscan);
-    GW_RELEASE_PREVIOUS(m, igather);
-    GW_RELEASE_PREVIOUS(m, igatherv);
-    GW_RELEASE_PREVIOUS(m, ireduce);
-    GW_RELEASE_PREVIOUS(m, ireduce_scatter);
-    GW_RELEASE_PREVIOUS(m, ireduce_scatter_block);
-    GW_RELEASE_PREVIOUS(m, iscan);
-    GW_RELEASE_PREVIOUS(m, iscatter);
-    GW_RELEASE_PREVIOUS(m, iscatterv);
-    GW_RELEASE_PREVIOUS(m, ibarrier);
-    GW_RELEASE_PREVIOUS(m, reduce_local);
-    GW_RELEASE_PREVIOUS(m, allgather_init);
-    GW_RELEASE_PREVIOUS(m, allgatherv_init);
-    GW_RELEASE_PREVIOUS(m, allreduce_init);
-    GW_RELEASE_PREVIOUS(m, alltoall_init);
-    GW_RELEASE_PREVIOUS(m, alltoallv_init);
-    GW_RELEASE_PREVIOUS(m, alltoallw_init);
-    GW_RELEASE_PREVIOUS(m, bcast_init);
-    GW_RELEASE_PREVIOUS(m, exscan_init);
-    GW_RELEASE_PREVIOUS(m, gather_init);
-    GW_RELEASE_PREVIOUS(m, gatherv_init);
-    GW_RELEASE_PREVIOUS(m, reduce_init);
-    GW_RELEASE_PREVIOUS(m, reduce_scatter_init);
-    GW_RELEASE_PREVIOUS(m, reduce_scatter_block_init);
-    GW_RELEASE_PREVIOUS(m, scan_init);
-    GW_RELEASE_PREVIOUS(m, scatter_init);
-    GW_RELEASE_PREVIOUS(m, scatterv_init);
+#define GW_RELEASE(name) GW_RELEASE_PREVIOUS(m, name);
+    GW_COLL_PREVIOUS(GW_RELEASE)
+#undef GW_RELEASE
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_gpuwire_module_t, mca_coll_base_module_t, module_construct,
