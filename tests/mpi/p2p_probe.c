@@ -2,7 +2,8 @@
  * size (also of messages sent by rendezvous) without receiving it;
  * MPI_Improbe/MPI_Mprobe take the message out of matching, so that nothing
  * else can receive it, and MPI_Mrecv/MPI_Imrecv receive exactly that
- * message, in any order; MPI_PROC_NULL gives MPI_MESSAGE_NO_PROC. */
+ * message, in any order; MPI_PROC_NULL gives MPI_MESSAGE_NO_PROC. A probed
+ * synchronous send does not complete before its receive is posted. */
 #include "p2p.h"
 
 static const size_t sizes[] = {0, 1, 4000, 65537, 1 * MiB, 4 * MiB + 1};
@@ -163,6 +164,43 @@ static void proc_null(void)
     MT_CHECK_EQ(buf, 5);
 }
 
+/* MPI_Issend to the next rank; once every rank's receiver has probed it
+ * (MPI_Iprobe, then MPI_Probe), no send may complete: only a matching
+ * receive completes a synchronous send, a probe is none. The 32- and
+ * 152-byte messages have the sizes of the engine's own messages, which a
+ * probe must read to tell apart. */
+static void probed_ssend_waits(size_t n, int tag)
+{
+    unsigned char *out = p2p_malloc(n), *in = p2p_guarded_alloc(n, 0);
+    MPI_Request sreq;
+    MPI_Status st;
+    int flag = 0;
+    mt_fill(out, n, seed_of(mt_rank, tag));
+    MT_CHECK_MPI(MPI_Issend(out, (int)n, MPI_BYTE, p2p_next(), tag, MPI_COMM_WORLD, &sreq));
+    while (!flag) MT_CHECK_MPI(MPI_Iprobe(p2p_prev(), tag, MPI_COMM_WORLD, &flag, &st));
+    P2P_CHECK_STATUS(&st, p2p_prev(), tag, MPI_BYTE, (int)n);
+    MT_CHECK_MPI(MPI_Probe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &st));
+    P2P_CHECK_STATUS(&st, p2p_prev(), tag, MPI_BYTE, (int)n);
+    MT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); /* every message probed */
+    flag = 0;
+    for (int i = 0; i < 200 && !flag; i++) {
+        MT_CHECK_MPI(MPI_Test(&sreq, &flag, MPI_STATUS_IGNORE));
+        if (flag) {
+            fprintf(stderr, "rank %d: MPI_Issend of %zu bytes completed before its receive\n",
+                    mt_rank, n);
+        }
+    }
+    MT_CHECK(!flag);
+    MT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); /* every send tested */
+    MT_CHECK_MPI(MPI_Recv(in, (int)n, MPI_BYTE, p2p_prev(), tag, MPI_COMM_WORLD, &st));
+    P2P_CHECK_STATUS(&st, p2p_prev(), tag, MPI_BYTE, (int)n);
+    P2P_CHECK_DATA(in, n, seed_of(p2p_prev(), tag));
+    P2P_CHECK_GUARDS(in, n);
+    if (!flag) MT_CHECK_MPI(MPI_Wait(&sreq, MPI_STATUS_IGNORE));
+    free(out);
+    p2p_guarded_free(in);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -174,5 +212,8 @@ int main(int argc, char **argv)
     }
     mprobe_hides_from_recv(tag++);
     proc_null();
+    static const size_t ssend_sizes[] = {0, 1, 31, 32, 33, 152, 4000, 65537, 1 * MiB};
+    for (size_t i = 0; i < sizeof(ssend_sizes) / sizeof(ssend_sizes[0]); i++)
+        probed_ssend_waits(ssend_sizes[i], tag++);
     return mt_finish();
 }

@@ -65,19 +65,21 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     x->shared = shared;
     x->peer = peer;
     x->pushable = shared && device < 0 && pushable;
+    x->waits_go = shared || sync;
     for (XferSlot &s : x->slots) s.x = x;
-    const uint32_t flags = !shared       ? 0
-                           : device >= 0 ? kChunkedShared
-                                         : kChunkedShared | kChunkedFromHost |
-                                               (x->pushable ? kChunkedPushable : 0);
+    const uint32_t flags =
+        (sync ? kChunkedSync : 0) |
+        (!shared       ? 0
+         : device >= 0 ? kChunkedShared
+                       : kChunkedShared | kChunkedFromHost | (x->pushable ? kChunkedPushable : 0));
     *h = ChunkedHeader{kChunkedMagic, params_.my_peer, id, len, uint32_t(x->chunk), flags};
-    if (shared) {
+    if (x->waits_go) {
         // The receiver's GoMessage comes on the chunk tag, once it matched.
         ucp_request_param_t gp = recv_param(&Engine::on_go, x);
         ucs_status_ptr_t g = ucp_tag_recv_nbx(worker_, &x->go_msg, sizeof(x->go_msg), x->tag,
                                               kFullMask, &gp);
         if (UCS_PTR_IS_ERR(g)) {
-            log(GW_LOG_ERROR, "shared-staging transfer could not start: %s",
+            log(GW_LOG_ERROR, "chunked transfer could not start: %s",
                 ucs_status_string(UCS_PTR_STATUS(g)));
             gw_host_buffer_free(h);
             delete x;
@@ -90,9 +92,9 @@ gw_status_t Engine::start_chunked_send(SendOp *op, ucp_ep_h ep, uint32_t peer, u
     op->side = h;
     op->waiting = kWaitSend | kWaitXfer;
     ucp_request_param_t rp = send_param(&Engine::on_send_done, op);
-    // Synchronous: its completion says the receiver matched the header.
-    ucs_status_ptr_t r = sync ? ucp_tag_send_sync_nbx(ep, h, sizeof(*h), wire_tag, &rp)
-                              : ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag, &rp);
+    // Synchronous or not, an ordinary message: the go-ahead says when the
+    // receiver matched (kChunkedSync).
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, h, sizeof(*h), wire_tag, &rp);
     if (UCS_PTR_IS_ERR(r)) {
         log(GW_LOG_ERROR, "chunked-transfer header could not be sent: %s",
             ucs_status_string(UCS_PTR_STATUS(r)));
@@ -182,6 +184,8 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
         }
         if ((h.flags & kChunkedPushable) && x->device >= 0 && !x->discard) offer_push(*x);
         send_go(*x, h.xfer_id);
+    } else if (h.flags & kChunkedSync) {
+        send_go(*x, h.xfer_id); // a synchronous sender waits for it
     }
     xfers_.push_back(x);
     advance(*x);
@@ -190,7 +194,7 @@ void Engine::start_chunked_recv(RecvOp *op, const ChunkedHeader &h)
 // Starts chunks while slots (and the pacer) allow; true when the transfer is over.
 bool Engine::advance(Xfer &x)
 {
-    if (x.shared && x.sending && x.go_req && peers_[x.peer].failed) [[unlikely]] {
+    if (x.waits_go && x.sending && x.go_req && peers_[x.peer].failed) [[unlikely]] {
         // The receiver is gone (pml_gpuwire_err_handling): no go-ahead will come.
         fail_unstarted(x, GW_ERR_UNREACHABLE);
         ucp_request_cancel(worker_, x.go_req); // on_go lets go of the request
@@ -212,10 +216,10 @@ bool Engine::advance(Xfer &x)
             break;
         }
         const bool staged = x.device >= 0 && !x.discard && !x.shared;
+        // Slots and chunks only once the receiver has matched, so every slot
+        // lent is one a receiver is working through.
+        if (x.sending && x.waits_go && !x.go) break;
         if (x.shared && x.sending) {
-            // Slots only once the receiver has matched, so every slot lent
-            // is one a receiver is working through.
-            if (!x.go) break;
             if (x.push_state == 1) start_push(x);
             if (x.push_state != 2) {
                 const int k = outbox_->acquire();

@@ -10,7 +10,8 @@
 #include <utility>
 
 namespace gpuwire::engine {
-// Receiver of a shared-staging transfer: tells the sender it may fill slots.
+// Receiver of a shared-staging or synchronous transfer, once a receive
+// matched it: tells the sender it may fill slots or send chunks.
 void Engine::send_go(Xfer &x, uint64_t xfer_id)
 {
     gw_status_t st;
@@ -87,6 +88,7 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
         // Mapped from advance(), outside UCX's callback; a description this
         // side did not ask for, or a malformed one, is not used.
         if (push) x->push_state = x->pushable && cuda::validate_ipc_blob(x->go_msg.blob) ? 1 : -1;
+        if (!x->shared) return; // a synchronous transfer's: nothing more to learn
         // A host message whose receiver takes it into host memory: the next
         // ones go the usual way again.
         if (x->device < 0 && !(x->go_msg.go.flags & kGoIntoDevice))
@@ -99,7 +101,7 @@ void Engine::on_go(void *request, ucs_status_t status, const ucp_tag_recv_info_t
     }
     gw_status_t st = status == UCS_OK ? GW_ERR_TRANSPORT : from_ucs(status);
     if (st != GW_ERR_CANCELED)
-        x->engine->log(GW_LOG_ERROR, "shared-staging transfer of %zu bytes: no go-ahead (%s)",
+        x->engine->log(GW_LOG_ERROR, "chunked transfer of %zu bytes: no go-ahead (%s)",
                        x->len, gw_status_string(st));
     x->engine->fail_unstarted(*x, st);
 }

@@ -172,7 +172,8 @@ struct Xfer {
     bool discard;      // receiving a truncated message: chunks go nowhere
     bool paced;        // sending: chunks pass the pacer
     bool shared = false; // chunks through the sender's shared staging slots
-    bool go = false;     // shared, sending: the receiver has matched (GoMessage)
+    bool waits_go = false; // sending: no chunk before the GoMessage (shared, or synchronous)
+    bool go = false;     // waits_go: the receiver has matched (GoMessage)
     void *go_req = nullptr; // UCX's request of the GoMessage (received or sent) while pending
     uint32_t peer = 0;   // the other process
     // Host memory into GPU memory, pushed (kChunkedPushable, kGoPush): the

@@ -124,7 +124,8 @@ gw_status_t Engine::isend_general(gw_request_t *req, uint32_t peer, uint32_t ctx
 // Host memory: the user's bytes as one tagged message.
 gw_status_t Engine::start_host(Guard &guard, const SendArgs &a)
 {
-    if (control_length(a.len) && control_kind(a.buf, a.len) != Control::none) [[unlikely]]
+    if (control_length(a.len) &&
+        ((a.flags & GW_SEND_SYNC) || control_kind(a.buf, a.len) != Control::none)) [[unlikely]]
         return start_escaped(guard, a, -1);
     return send_host(guard, a.req, a.ep, a.peer, a.wire_tag, a.buf, a.len, a.flags);
 }
@@ -163,9 +164,13 @@ gw_status_t Engine::start_chunked(Guard &guard, const SendArgs &a,
     return st;
 }
 
-// Rare (a 4-byte magic at a fixed place of a 32- or 152-byte message), and
-// the price of receives that need no tag bit to tell the engine's messages
-// from the user's. Synchronous mode holds: the header is sent synchronously.
+// Rare (a 4-byte magic at a fixed place of a 32- or 152-byte message, or a
+// synchronous send of either size), and the price of receives that need no
+// tag bit to tell the engine's messages from the user's. A probe receives a
+// message of those sizes from UCX to read it, which would complete a UCX
+// synchronous send before the user's receive: a synchronous one goes
+// escaped instead, and completes after the receiver's go-ahead
+// (kChunkedSync).
 gw_status_t Engine::start_escaped(Guard &guard, const SendArgs &a, int device)
 {
     return start_chunked(guard, a, device, false, false, (a.flags & GW_SEND_SYNC) != 0);
@@ -243,7 +248,8 @@ gw_status_t Engine::start_staged(Guard &guard, const SendArgs &a,
             cs.message().c_str());
         return bounce ? GW_ERR_TRANSPORT : GW_ERR_NO_MEMORY;
     }
-    if (control_length(a.len) && control_kind(bounce, a.len) != Control::none) [[unlikely]] {
+    if (control_length(a.len) &&
+        ((a.flags & GW_SEND_SYNC) || control_kind(bounce, a.len) != Control::none)) [[unlikely]] {
         free_side(op);
         return start_escaped(guard, a, a.device); // chunks staged from the GPU buffer itself
     }

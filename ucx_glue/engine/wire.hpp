@@ -170,7 +170,7 @@ struct ChunkedHeader {
     uint64_t xfer_id;
     uint64_t length;
     uint32_t chunk_bytes;
-    uint32_t flags; // kChunkedShared or 0
+    uint32_t flags; // kChunked* below, or 0
 };
 // The chunks travel through the sender's shared staging slots: each chunk
 // message is a SharedChunkDesc, and the receiver first sends a GoMessage.
@@ -182,7 +182,13 @@ constexpr uint32_t kChunkedFromHost = 2;
 // itself (its buffer is pinned, or large enough for a pageable DMA to pay):
 // a receiver into memory CUDA IPC exports sends a GoPush.
 constexpr uint32_t kChunkedPushable = 4;
-constexpr uint32_t kChunkedFlags = kChunkedShared | kChunkedFromHost | kChunkedPushable;
+// A synchronous send: the receiver sends a GoMessage once a receive matched
+// the header, and the sender moves no chunk (so completes) before it. The
+// header itself is an ordinary message: a probe that reads it completes
+// nothing.
+constexpr uint32_t kChunkedSync = 8;
+constexpr uint32_t kChunkedFlags =
+    kChunkedShared | kChunkedFromHost | kChunkedPushable | kChunkedSync;
 static_assert(sizeof(ChunkedHeader) == 32);
 static_assert(std::is_trivially_copyable_v<ChunkedHeader>);
 
