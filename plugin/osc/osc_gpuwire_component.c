@@ -10,6 +10,7 @@
  */
 #include "osc_gpuwire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,7 +118,8 @@ __attribute__((visibility("default"))) gw_osc_component_t mca_osc_gpuwire_compon
 static int shared_query(ompi_win_t *win, int rank, size_t *size, int *disp_unit, void *base)
 {
     gw_osc_module_t *m = GW_OSC(win);
-    if (m->flavor != MPI_WIN_FLAVOR_SHARED || m->shared_bases == NULL) return OMPI_ERR_WIN;
+    if (m->flavor != MPI_WIN_FLAVOR_SHARED) return OMPI_ERR_RMA_FLAVOR; /* as MPI-3.1 says */
+    if (m->shared_bases == NULL) return OMPI_ERR_WIN;
     if (rank == MPI_PROC_NULL) {
         for (rank = 0; rank < m->size && m->extents[rank].size == 0; rank++) {
         }
@@ -385,6 +387,8 @@ static int component_select(ompi_win_t *win, void **base, size_t size, int disp_
         }
     }
     win->w_osc_module = &m->super;
+    /* The name error messages give the window ("on win gpuwire window N"). */
+    snprintf(win->w_name, MPI_MAX_OBJECT_NAME, "gpuwire window %u", gw_comm_cid(m->comm));
     *model = MPI_WIN_UNIFIED;
     opal_mutex_lock(&c->windows_lock);
     opal_list_append(&c->windows, &m->link);

@@ -16,6 +16,10 @@
 #include "osc_test_mem.h"
 
 #define N 64
+/* A dynamic window on host memory is attached in three regions end to end:
+ * the Get and Rget of elements 8..11 span the first two. Device memory is
+ * attached whole (separate allocations are never one range). */
+static const int cuts_host[] = {0, 10, 34, N}, cuts_device[] = {0, N};
 enum { F_CREATE, F_ALLOCATE, F_DYNAMIC, NFLAVORS };
 enum { S_FENCE, S_PSCW, S_LOCK, S_LOCKALL, NSYNCS };
 static const char *flavor_name[] = {"create", "allocate", "dynamic"};
@@ -81,6 +85,8 @@ static int64_t init_value(int rank, int i)
 
 static void run(int flavor, int sync)
 {
+    const int *cut = osc_test_device ? cuts_device : cuts_host;
+    const int ncuts = osc_test_device ? 1 : 3;
     ctx_t c = {.flavor = flavor, .sync = sync};
     const int r = mt_rank, size = mt_size;
     const int next = (r + 1) % size, prev = (r + size - 1) % size;
@@ -95,7 +101,10 @@ static void run(int flavor, int sync)
         c.mem = osc_test_alloc(N * sizeof(int64_t));
         if (flavor == F_DYNAMIC) {
             MT_CHECK_MPI(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &c.win));
-            MT_CHECK_MPI(MPI_Win_attach(c.win, c.mem, N * sizeof(int64_t)));
+            for (int i = 0; i < ncuts; i++) {
+                MT_CHECK_MPI(MPI_Win_attach(c.win, c.mem + cut[i],
+                                            (cut[i + 1] - cut[i]) * sizeof(int64_t)));
+            }
         } else {
             /* Device windows: ALLOCATE gives host memory; create stands in. */
             MT_CHECK_MPI(MPI_Win_create(c.mem, N * sizeof(int64_t), sizeof(int64_t),
@@ -108,6 +117,15 @@ static void run(int flavor, int sync)
     MPI_Get_address(c.mem, &mine);
     MPI_Allgather(&mine, 1, MPI_AINT, c.addr, 1, MPI_AINT, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Not a shared window: MPI_Win_shared_query says so (MPI_ERR_RMA_FLAVOR). */
+    MPI_Aint qsize;
+    int qunit, qclass = MPI_SUCCESS;
+    void *qbase;
+    MPI_Win_set_errhandler(c.win, MPI_ERRORS_RETURN);
+    MPI_Error_class(MPI_Win_shared_query(c.win, r, &qsize, &qunit, &qbase), &qclass);
+    MT_CHECK_EQ(qclass, MPI_ERR_RMA_FLAVOR);
+    MPI_Win_set_errhandler(c.win, MPI_ERRORS_ARE_FATAL);
 
     /* Origin buffers (device memory under OSC_TEST_DEVICE). */
     int64_t o_host[32];
@@ -205,7 +223,9 @@ static void run(int flavor, int sync)
 
     MPI_Type_free(&vec2);
     MPI_Type_free(&vec3);
-    if (flavor == F_DYNAMIC) MT_CHECK_MPI(MPI_Win_detach(c.win, c.mem));
+    for (int i = 0; flavor == F_DYNAMIC && i < ncuts; i++) {
+        MT_CHECK_MPI(MPI_Win_detach(c.win, c.mem + cut[i]));
+    }
     MT_CHECK_MPI(MPI_Win_free(&c.win));
     if (!(flavor == F_ALLOCATE && !osc_test_device)) osc_test_free(c.mem);
     osc_test_free(o);

@@ -135,6 +135,33 @@ TEST_CASE("locate: a window's bounds in displacement units, and dynamic regions"
     CHECK(gw_osc_locate(&dyn, base_a, 0, 1, &gpu) == nullptr);
 }
 
+TEST_CASE("a dynamic window's access across regions attached end to end", "[osc][apply]")
+{
+    int gpu = 7;
+    char c[128];
+    const auto at = [&](int i) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(c + i)); };
+    // Attached in the other order: found by address, not by attach order.
+    gw_osc_region_t regions[] = {{c + 64, 64, -1}, {c, 64, -1}};
+    gw_osc_window_t dyn{};
+    dyn.dynamic = true;
+    dyn.regions = regions;
+    dyn.nregions = 2;
+    CHECK(gw_osc_locate(&dyn, at(32), 0, 64, &gpu) == c + 32);
+    CHECK(gpu == -1);
+    CHECK(gw_osc_locate(&dyn, at(0), 0, 128, &gpu) == c);
+    CHECK(gw_osc_locate(&dyn, at(1), 0, 128, &gpu) == nullptr);  // one byte past both
+    // A gap between them: not all of it attached.
+    regions[0] = {c + 72, 56, -1};
+    CHECK(gw_osc_locate(&dyn, at(32), 0, 64, &gpu) == nullptr);
+    CHECK(gw_osc_locate(&dyn, at(72), 0, 56, &gpu) == c + 72);
+    // Device regions are separate allocations: never one range.
+    regions[0] = {c + 64, 64, 2};
+    regions[1] = {c, 64, 2};
+    CHECK(gw_osc_locate(&dyn, at(32), 0, 64, &gpu) == nullptr);
+    CHECK(gw_osc_locate(&dyn, at(64), 0, 64, &gpu) == c + 64);
+    CHECK(gpu == 2);
+}
+
 TEST_CASE("put and get, contiguous and in blocks, on a host window", "[osc][apply]")
 {
     Window win(8);

@@ -326,7 +326,8 @@ typedef struct {
 } gw_osc_window_t;
 
 /* Where [disp + off, + len) lies in w, and on which GPU (*gpu, -1: host);
- * NULL when not wholly inside it (one region, for a dynamic window). */
+ * NULL when not wholly inside it (for a dynamic window: one region, or host
+ * regions attached end to end). */
 GW_CORE_API char *gw_osc_locate(const gw_osc_window_t *w, int64_t disp, int64_t off,
                                 uint64_t len, int *gpu);
 

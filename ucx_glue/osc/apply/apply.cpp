@@ -19,6 +19,17 @@ int copy(const gw_osc_mem_ops_t *ops, char *dst, const char *src, size_t len, in
     return ops->copy(ops->ctx, dst, src, len, gpu);
 }
 
+// The attached region holding address a; nullptr when none does.
+const gw_osc_region_t *region_of(const gw_osc_window_t *w, uintptr_t a)
+{
+    for (int i = 0; i < w->nregions; i++) {
+        const gw_osc_region_t *r = &w->regions[i];
+        auto base = reinterpret_cast<uintptr_t>(r->base);
+        if (a >= base && a - base < r->len) return r;
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -27,15 +38,19 @@ char *gw_osc_locate(const gw_osc_window_t *w, int64_t disp, int64_t off, uint64_
 {
     if (w->dynamic) {
         uintptr_t a = static_cast<uintptr_t>(disp) + static_cast<uintptr_t>(off);
-        for (int i = 0; i < w->nregions; i++) {
-            const gw_osc_region_t *r = &w->regions[i];
-            auto base = reinterpret_cast<uintptr_t>(r->base);
-            if (a >= base && a + len <= base + r->len) {
-                *gpu = r->gpu;
-                return reinterpret_cast<char *>(a);
-            }
+        const gw_osc_region_t *r = region_of(w, a);
+        if (r == nullptr) return nullptr;
+        // Host regions attached end to end are one range of the process's
+        // memory; device ones are separate allocations (one copy each).
+        uintptr_t end = reinterpret_cast<uintptr_t>(r->base) + r->len;
+        while (a + len > end && r->gpu < 0) {
+            r = region_of(w, end);
+            if (r == nullptr || r->gpu >= 0) return nullptr;
+            end = reinterpret_cast<uintptr_t>(r->base) + r->len;
         }
-        return nullptr;
+        if (a + len > end) return nullptr;
+        *gpu = r->gpu;
+        return reinterpret_cast<char *>(a);
     }
     int64_t at = disp * w->disp_unit + off;
     if (at < 0 || static_cast<uint64_t>(at) + len > w->size) return nullptr;
