@@ -67,6 +67,7 @@ typedef struct {
     size_t bcast_segment_bytes; /* bytes per message of the chain */
     int hierarchical;          /* GW_HIER_* */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
+    bool agree;           /* blocking calls: ranks agree on memory kinds and layouts first */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
@@ -88,6 +89,7 @@ typedef struct {
     unsigned long long nvlink_nb_calls;
     unsigned long long hier_calls;
     unsigned long long persistent_mixed;
+    unsigned long long mixed_calls;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
      * complete (freed ones included). */

@@ -67,6 +67,10 @@ static const gw_param_t params[] = {
           "blocking and non-blocking: auto (point-to-point on the application's buffers when the "
           "pml moves device buffers, staged otherwise), staged (through host memory), device "
           "(point-to-point whatever the pml)"),
+    PBOOL(agree, true, 5,
+          "Blocking collectives on device buffers: the ranks first agree (one small host "
+          "allreduce) that each passes device memory and a layout the GPU algorithms take, else "
+          "every rank runs the call staged; 0: skip it (ranks always pass the same kinds)"),
     PSIZE(reduce_segment_bytes, 4 << 20, 1, (int64_t)1 << 30, 5,
           "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
           "the next arrives",
@@ -188,6 +192,11 @@ static int component_register(void)
          "Persistent collectives (MPI_<op>_init) some ranks initialized on device "
          "buffers and others not: every rank's starts run them staged",
          &mca_coll_gpuwire.persistent_mixed, counter},
+        {"mixed_calls",
+         "Blocking collectives some ranks called with device buffers and others with host "
+         "buffers only (or no bytes): run staged on the ranks with device memory "
+         "(coll_gpuwire_agree)",
+         &mca_coll_gpuwire.mixed_calls, counter},
         {"nb_deferred_starts",
          "Non-blocking collectives whose previous module's collective started after "
          "their initiation returned, from MPI's progress: copies to host staging, or "

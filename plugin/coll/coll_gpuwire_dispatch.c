@@ -42,6 +42,38 @@ static inline void count(unsigned long long *counter)
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
+/* A blocking call's agreement (coll_gpuwire_agree). Every rank decides
+ * alone, and a rank whose significant buffers are all host memory passes the
+ * call through to the previous module, whose messages no GPU algorithm on
+ * the other ranks would answer; MPI lets ranks pass different memory kinds,
+ * and datatypes of one signature but different layouts, to one call. So
+ * before a GPU algorithm runs a blocking call, its ranks tell each other (one
+ * host allreduce, which the previous module runs on every rank alike, in the
+ * call's place among the communicator's collectives) whether they pass device
+ * memory, host memory only, and a layout the NVLink kernels cannot take.
+ * Non-blocking calls cannot wait for such an answer at initiation: their
+ * ranks must pass alike (docs/coll.md). */
+static bool must_agree(const mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+{
+    return mca_coll_gpuwire.agree && NULL != m->previous_allreduce &&
+           GW_COLL_REDUCE_LOCAL != a->id && ompi_comm_size(a->comm) > 1;
+}
+
+static int agree(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, gw_mem_kind_t kind,
+                 bool *mixed, bool *uneven)
+{
+    /* [0] some rank passes device memory, [1] some rank does not, [2] some
+     * rank's layout is one the NVLink kernels cannot take. */
+    int mine[3] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind, !gw_coll_nvlink_layout_ok(a)};
+    int all[3] = {0, 0, 0};
+    const int rc = m->previous_allreduce(mine, all, 3, MPI_INT, MPI_MAX, a->comm,
+                                         m->previous_allreduce_module);
+    if (OMPI_SUCCESS != rc) return rc;
+    *mixed = all[0] && all[1];
+    *uneven = 0 != all[2];
+    return OMPI_SUCCESS;
+}
+
 /* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
  * whatever else would accept the call (the persistent forms where ranks pass
  * different memory kinds). */
@@ -69,6 +101,18 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
 
+    bool uneven = false;
+    if (NULL == request && !staged_only && must_agree(m, a)) {
+        bool mixed = false;
+        rc = agree(m, a, kind, &mixed, &uneven);
+        if (OMPI_SUCCESS != rc) return rc;
+        if (mixed && GW_MEM_DEVICE == kind) {
+            count(&mca_coll_gpuwire.mixed_calls);
+            COLL_GPUWIRE_VERBOSE(20, "%s: some ranks pass host memory only, staged",
+                                 gw_coll_name(a->id));
+            staged_only = true;
+        }
+    }
     if (GW_MEM_HOST == kind) count(&gw_core_counters()->coll_passthrough_calls);
     /* The selection table's choice for a blocking call (the same on every
      * rank): staged goes to the last algorithm; device and chain pass the
@@ -86,7 +130,8 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     gw_coll_note_t note;
     for (size_t i = staged_only ? algorithms[kind].n - 1 : 0; i < algorithms[kind].n; ++i) {
         const gw_coll_algorithm_t *algo = algorithms[kind].list[i];
-        if (&gw_coll_nvlink == algo && (GW_SEL_DEVICE == a->sel || GW_SEL_CHAIN == a->sel)) {
+        if (&gw_coll_nvlink == algo &&
+            (uneven || GW_SEL_DEVICE == a->sel || GW_SEL_CHAIN == a->sel)) {
             continue;
         }
         if (NULL != algo->accepts && !algo->accepts(a, r, &note)) continue;

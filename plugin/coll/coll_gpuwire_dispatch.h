@@ -229,6 +229,10 @@ bool gw_coll_table_ids(struct ompi_op_t *op, struct ompi_datatype_t *dt, int *go
 /* Kernels over NVLink: the collective engine's NVLink team family
  * (gpuwire/coll_nvlink.h) over this communicator (coll_gpuwire_nvlink.c). */
 extern const gw_coll_algorithm_t gw_coll_nvlink;
+/* Whether this rank's datatypes of a call describe bytes the NVLink kernels
+ * can take as they are (contiguous Bcast and Allgather buffers; true for
+ * every other call): a rank's own answer, agreed on in the dispatch. */
+bool gw_coll_nvlink_layout_ok(const gw_coll_args_t *a);
 /* Gives the team its transport over comm and the parameters (module
  * enable); the team is released by gw_ce_nvl_release (module destructor). */
 void gw_coll_nvlink_init(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);

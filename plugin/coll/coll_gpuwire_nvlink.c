@@ -10,11 +10,12 @@
  * (gw_coll_nb_job), the log lines.
  *
  * What accepts() looks at is the same on every rank: the collective, the
- * op and type, the datatype's layout, the byte count. As with the device
- * reductions, every rank of a call must pass device buffers; Bcast and
- * Allgather also need each rank's datatype to describe contiguous bytes
- * (different datatypes with the same signature may mix only if each one is
- * contiguous).
+ * op and type, the byte count, and the datatype's layout. Bcast and
+ * Allgather need each rank's datatype to describe contiguous bytes; MPI lets
+ * ranks pass different datatypes of one signature, so a blocking call's ranks
+ * agree on it first (gw_coll_nvlink_layout_ok, in the dispatch's agreement),
+ * as they do on every rank passing device memory. A non-blocking call's
+ * ranks must pass alike.
  */
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,13 @@ static bool describe(const gw_coll_args_t *a, gw_ce_nvl_call_t *c)
     default:
         return false;
     }
+}
+
+bool gw_coll_nvlink_layout_ok(const gw_coll_args_t *a)
+{
+    gw_ce_nvl_call_t c;
+    if (!describe(a, &c) || GW_CE_NVL_ALLREDUCE == c.coll) return true;
+    return c.layout_ok || !c.count_ok;
 }
 
 static bool nvlink_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_REGION_COUNT],
