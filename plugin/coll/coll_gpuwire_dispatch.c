@@ -63,8 +63,10 @@ static int agree(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, gw_mem_k
                  bool *mixed, bool *uneven)
 {
     /* [0] some rank passes device memory, [1] some rank does not, [2] some
-     * rank's layout is one the NVLink kernels cannot take. */
-    int mine[3] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind, !gw_coll_nvlink_layout_ok(a)};
+     * rank's layout is one the NVLink kernels cannot take (asked only of
+     * ranks with device memory: with a host rank the call is staged). */
+    const bool device = GW_MEM_DEVICE == kind;
+    int mine[3] = {device, !device, device && !gw_coll_nvlink_layout_ok(a)};
     int all[3] = {0, 0, 0};
     const int rc = m->previous_allreduce(mine, all, 3, MPI_INT, MPI_MAX, a->comm,
                                          m->previous_allreduce_module);

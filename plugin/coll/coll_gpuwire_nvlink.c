@@ -76,8 +76,9 @@ static bool describe(const gw_coll_args_t *a, gw_ce_nvl_call_t *c)
 
 bool gw_coll_nvlink_layout_ok(const gw_coll_args_t *a)
 {
+    if (GW_COLL_BCAST != a->id && GW_COLL_ALLGATHER != a->id) return true;
     gw_ce_nvl_call_t c;
-    if (!describe(a, &c) || GW_CE_NVL_ALLREDUCE == c.coll) return true;
+    describe(a, &c);
     return c.layout_ok || !c.count_ok;
 }
 
