@@ -48,6 +48,16 @@ enum {
     GW_HIER_ALWAYS = 2, /* also where they are staged (testing) */
 };
 
+/* mca_coll_gpuwire_module_t's peers: which processes of the communicator
+ * have the GPU layer open. */
+enum {
+    GW_PEERS_UNKNOWN = 0, /* not asked yet */
+    GW_PEERS_ALL,         /* every one: blocking calls agree before a GPU algorithm */
+    GW_PEERS_SOME,        /* some: calls on device memory staged, no agreement */
+    GW_PEERS_NONE,        /* none: every call passes through */
+    GW_PEERS_UNASKED,     /* coll_gpuwire_agree 0, one rank, or nothing to ask with */
+};
+
 /* mca_coll_gpuwire_module_t's hier_state. */
 enum { HIER_UNKNOWN = 0, HIER_READY = 1, HIER_UNUSABLE = -1 };
 
@@ -77,6 +87,7 @@ typedef struct {
     bool nvlink_launcher; /* a thread launches a delegated call, not the call itself */
     int output;           /* opal_output stream */
     bool device_ready;    /* the device layer is open: a GPU and its driver are usable */
+    int world_peers;      /* GW_PEERS_*: MPI_COMM_WORLD's, learnt at its enable */
     unsigned long long gpus;
     /* Counters, read through MPI_T (coll_gpuwire_*); approximate under
      * MPI_THREAD_MULTIPLE, never locked. The calls passed through, staged and
@@ -139,6 +150,18 @@ typedef struct {
      * the state the non-blocking calls go by, their order. */
     gw_ce_nvl_t nvl;
     struct ompi_communicator_t *nvl_comm; /* the team's transport's communicator */
+
+    /* Which processes of the communicator have the GPU layer open
+     * (GW_PEERS_*), under coll_gpuwire_agree: MPI_COMM_WORLD learns it at
+     * its enable in MPI_Init (one host allreduce), the communicators of its
+     * processes take it from there; where only some of the job's processes
+     * have, a communicator of them starts staged and learns its own at its
+     * first blocking collective (peers_relearn), as does one with processes
+     * of another job. Where only some have, every call on device memory is
+     * staged: Open MPI's algorithm on every rank, no team, no per-call
+     * agreement. */
+    int peers;
+    bool peers_relearn;
 
     /* Non-blocking reductions given to the device ring
      * (coll_gpuwire_devreduce.c), and how many of them are through with

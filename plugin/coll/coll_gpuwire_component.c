@@ -70,7 +70,9 @@ static const gw_param_t params[] = {
     PBOOL(agree, true, 5,
           "Blocking collectives on device buffers: the ranks first agree (one small host "
           "allreduce) that each passes device memory and a layout the GPU algorithms take, else "
-          "every rank runs the call staged; 0: skip it (ranks always pass the same kinds)"),
+          "every rank runs the call staged; and MPI_Init asks (one allreduce) which processes "
+          "have a GPU, staging every device call where only some have; 0: neither (every "
+          "process has a GPU and ranks always pass the same kinds)"),
     PSIZE(reduce_segment_bytes, 4 << 20, 1, (int64_t)1 << 30, 5,
           "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
           "the next arrives",
@@ -240,6 +242,7 @@ static int component_init_query(bool enable_progress_threads, bool enable_mpi_th
     int rc = mca_coll_gpuwire_requests_init();
     if (OMPI_SUCCESS != rc) return rc;
     mca_coll_gpuwire.device_ready = false;
+    mca_coll_gpuwire.world_peers = GW_PEERS_UNKNOWN;
     mca_coll_gpuwire.gpus = 0;
     if (!mca_coll_gpuwire.device) {
         COLL_GPUWIRE_VERBOSE(1, "device buffers: off (coll_gpuwire_device 0); every collective "

@@ -55,8 +55,32 @@ static inline void count(unsigned long long *counter)
  * ranks must pass alike (docs/coll.md). */
 static bool must_agree(const mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
-    return mca_coll_gpuwire.agree && NULL != m->previous_allreduce &&
-           GW_COLL_REDUCE_LOCAL != a->id && ompi_comm_size(a->comm) > 1;
+    return GW_PEERS_ALL == m->peers && GW_COLL_REDUCE_LOCAL != a->id;
+}
+
+/* Which processes of comm have the GPU layer open (GW_PEERS_*), asked of
+ * all of them alike: those without a GPU ask too, which is what keeps a job
+ * whose processes do not all see one from hanging. */
+int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    m->peers_relearn = false;
+    if (!mca_coll_gpuwire.agree || NULL == m->previous_allreduce || ompi_comm_size(comm) < 2) {
+        m->peers = GW_PEERS_UNASKED;
+        return OMPI_SUCCESS;
+    }
+    const bool ready = mca_coll_gpuwire.device_ready;
+    int mine[2] = {ready, !ready}, any[2] = {0, 0};
+    const int rc = m->previous_allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm,
+                                         m->previous_allreduce_module);
+    if (OMPI_SUCCESS != rc) return rc;
+    m->peers = !any[1] ? GW_PEERS_ALL : any[0] ? GW_PEERS_SOME : GW_PEERS_NONE;
+    COLL_GPUWIRE_VERBOSE(10, "%s (cid %u): %s", comm->c_name, (unsigned)gw_comm_cid(comm),
+                         GW_PEERS_ALL == m->peers    ? "every process has a GPU; blocking calls "
+                                                       "agree before a GPU algorithm"
+                         : GW_PEERS_SOME == m->peers ? "some processes have no GPU; every call "
+                                                       "on device memory is staged"
+                                                     : "no process has a GPU");
+    return OMPI_SUCCESS;
 }
 
 static int agree(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, gw_mem_kind_t kind,
@@ -85,9 +109,14 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     gw_coll_region_t r[GW_REGION_COUNT];
     gw_mem_kind_t kind = GW_MEM_HOST;
 
+    if (OPAL_UNLIKELY(m->peers_relearn) && NULL == request && GW_COLL_REDUCE_LOCAL != a->id) {
+        const int rc = gw_coll_learn_peers(m, a->comm);
+        if (OMPI_SUCCESS != rc) return rc;
+    }
     if (!mca_coll_gpuwire.device_ready) {
         /* Nothing is ever staged: no non-blocking start waits, so none
-         * needs to be kept in order. */
+         * needs to be kept in order. Where a peer has a GPU, it stages every
+         * call of this communicator on device memory (GW_PEERS_SOME). */
         count(&gw_core_counters()->coll_passthrough_calls);
         if (NULL != request && gw_coll_inplace_alltoallvw(a)) {
             return gw_coll_nb_passthrough(m, a, request);
@@ -103,6 +132,9 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
 
+    /* Some process of the communicator has no GPU layer: Open MPI's
+     * algorithm on every rank, staged here. */
+    staged_only = staged_only || GW_PEERS_SOME == m->peers;
     bool uneven = false;
     if (NULL == request && !staged_only && must_agree(m, a)) {
         bool mixed = false;

@@ -27,6 +27,37 @@
         }                                                                         \
     } while (0)
 
+/* Whether every, some or no process of comm has the GPU layer open
+ * (m->peers): MPI_COMM_WORLD asks, once, in MPI_Init, where every process
+ * enables it (one host allreduce); a communicator of its processes takes
+ * the answer from there, every member alike, without a message. Where only
+ * some processes of the job have, a communicator of them starts staged
+ * (safe whoever they are) and asks at its first blocking collective; one
+ * with processes of another job (MPI_Comm_spawn, MPI_Comm_connect) asks
+ * there too, and its non-blocking calls before that go by the memory each
+ * rank passes. Not a message at the enable of any other communicator: Open
+ * MPI may enable one where no collective can run. */
+static int peers_at_enable(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
+{
+    if (OMPI_COMM_IS_INTER(comm) || !mca_coll_gpuwire.agree || ompi_comm_size(comm) < 2) {
+        m->peers = GW_PEERS_UNASKED;
+        return OMPI_SUCCESS;
+    }
+    if (comm == &ompi_mpi_comm_world.comm) {
+        const int rc = gw_coll_learn_peers(m, comm);
+        mca_coll_gpuwire.world_peers = m->peers;
+        return rc;
+    }
+    bool this_job = GW_PEERS_UNKNOWN != mca_coll_gpuwire.world_peers;
+    for (int r = 0; this_job && r < ompi_comm_size(comm); ++r) {
+        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        this_job = NULL != p && p->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
+    }
+    m->peers = this_job ? mca_coll_gpuwire.world_peers : GW_PEERS_UNASKED;
+    m->peers_relearn = !this_job || GW_PEERS_SOME == m->peers;
+    return OMPI_SUCCESS;
+}
+
 static int module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpuwire_module_t *m = (mca_coll_gpuwire_module_t *)module;
@@ -34,6 +65,8 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     GW_COLL_PREVIOUS(GW_SAVE)
 #undef GW_SAVE
     gw_coll_nvlink_init(m, comm);
+    const int rc = peers_at_enable(m, comm);
+    if (OMPI_SUCCESS != rc) return rc;
     COLL_GPUWIRE_VERBOSE(10, "enabled on %s (cid %u, %d ranks): allreduce over %p",
                          comm->c_name, (unsigned)gw_comm_cid(comm), ompi_comm_size(comm),
                          (void *)m->previous_allreduce_module);

@@ -375,6 +375,12 @@ void harness_init(int *argc, char ***argv)
     /* GW_TEST_THREAD_MULTIPLE=1: the locks of Open MPI and of the component
      * are real locks then (without threads they are none). */
     const char *threads = getenv("GW_TEST_THREAD_MULTIPLE");
+    /* GW_TEST_NO_GPU_RANK=r: the process of rank r in MPI_COMM_WORLD sees no
+     * GPU (CUDA_VISIBLE_DEVICES empty before MPI_Init, where the components
+     * open theirs), and does not make the others skip. */
+    const char *no_gpu = getenv("GW_TEST_NO_GPU_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
+    const bool hidden = NULL != no_gpu && NULL != me && atoi(no_gpu) == atoi(me);
+    if (hidden) setenv("CUDA_VISIBLE_DEVICES", "", 1);
     mt_init(argc, argv,
             threads && 0 == strcmp(threads, "1") ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE);
     const char *mode = *argc > 1 ? (*argv)[1] : "host";
@@ -431,9 +437,10 @@ void harness_init(int *argc, char ***argv)
     if (cuda_mode) skip_reason = "no CUDA (built without the CUDA toolkit)";
 #endif
     /* Every rank must agree on skipping. */
-    int skip = skip_reason != NULL, any = 0;
+    int skip = skip_reason != NULL && !hidden, any = 0;
     MPI_Allreduce(&skip, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any && !skip_reason) skip_reason = "no GPU (CUDA driver or device absent) on another rank";
+    if (hidden && !any) skip_reason = NULL;
     if (!skip_reason) make_types();
 }
 
