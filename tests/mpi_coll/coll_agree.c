@@ -184,12 +184,8 @@ static void one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
 
 int main(int argc, char **argv)
 {
-    harness_init(&argc, &argv);
-    if (harness_skip_reason()) return mt_skip(harness_skip_reason());
-    if (mem_send != mem_recv || mem_send == MEM_HOST) {
-        mt_fail(__FILE__, __LINE__, "mode %s: give fakedevrw or device", mode_name);
-        return mt_finish();
-    }
+    int exit_code;
+    if (!harness_init_device(&argc, &argv, &exit_code)) return exit_code;
     const enum mem_kind dev = mem_send;
     char name[128];
     int provided;

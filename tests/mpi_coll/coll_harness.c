@@ -446,6 +446,21 @@ void harness_init(int *argc, char ***argv)
 
 const char *harness_skip_reason(void) { return skip_reason; }
 
+bool harness_init_device(int *argc, char ***argv, int *exit_code)
+{
+    harness_init(argc, argv);
+    if (skip_reason) {
+        *exit_code = mt_skip(skip_reason);
+        return false;
+    }
+    if (mem_send != mem_recv || mem_send == MEM_HOST) {
+        mt_fail(__FILE__, __LINE__, "mode %s: give fakedevrw or device", mode_name);
+        *exit_code = mt_finish();
+        return false;
+    }
+    return true;
+}
+
 enum mem_kind lone_buffer_kind(enum mem_kind k)
 {
     if ((lone_host_allowed && !t_persistent) || k != MEM_HOST) return k;

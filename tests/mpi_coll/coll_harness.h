@@ -72,6 +72,10 @@ void harness_init(int *argc, char ***argv);  /* mt_init + types, ops, memory mod
 void harness_fini(void);
 /* Returns a skip reason when the mode cannot run here (no GPU), else NULL. */
 const char *harness_skip_reason(void);
+/* harness_init for a test that runs on device memory only (fakedevrw or
+ * device): false when main must return *exit_code now (skipped: no GPU;
+ * failed: another mode). */
+bool harness_init_device(int *argc, char ***argv, int *exit_code);
 
 /* The memory kind for k when the buffer is its rank's only significant
  * buffer of a reduction or a Bcast, blocking or not. A rank whose
