@@ -58,6 +58,15 @@ static bool must_agree(const mca_coll_gpuwire_module_t *m, const gw_coll_args_t 
     return GW_PEERS_ALL == m->peers && GW_COLL_REDUCE_LOCAL != a->id;
 }
 
+/* any[i] = whether some rank of comm has mine[i] set: one host allreduce
+ * (MPI_MAX of n ints) through the previous module, on every rank alike. */
+static int any_rank(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm,
+                    int *mine, int *any, int n)
+{
+    return m->previous_allreduce(mine, any, n, MPI_INT, MPI_MAX, comm,
+                                 m->previous_allreduce_module);
+}
+
 /* Which processes of comm have the GPU layer open (GW_PEERS_*), asked of
  * all of them alike: those without a GPU ask too, which is what keeps a job
  * whose processes do not all see one from hanging. */
@@ -70,8 +79,7 @@ int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t
     }
     const bool ready = mca_coll_gpuwire.device_ready;
     int mine[2] = {ready, !ready}, any[2] = {0, 0};
-    const int rc = m->previous_allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm,
-                                         m->previous_allreduce_module);
+    const int rc = any_rank(m, comm, mine, any, 2);
     if (OMPI_SUCCESS != rc) return rc;
     m->peers = !any[1] ? GW_PEERS_ALL : any[0] ? GW_PEERS_SOME : GW_PEERS_NONE;
     COLL_GPUWIRE_VERBOSE(10, "%s (cid %u): %s", comm->c_name, (unsigned)gw_comm_cid(comm),
@@ -92,8 +100,7 @@ static int agree(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, gw_mem_k
     const bool device = GW_MEM_DEVICE == kind;
     int mine[3] = {device, !device, device && !gw_coll_nvlink_layout_ok(a)};
     int all[3] = {0, 0, 0};
-    const int rc = m->previous_allreduce(mine, all, 3, MPI_INT, MPI_MAX, a->comm,
-                                         m->previous_allreduce_module);
+    const int rc = any_rank(m, a->comm, mine, all, 3);
     if (OMPI_SUCCESS != rc) return rc;
     *mixed = all[0] && all[1];
     *uneven = 0 != all[2];
@@ -230,8 +237,7 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
     if (NULL != m->previous_allreduce) {
-        const int rc = m->previous_allreduce(mine, seen, 2, MPI_INT, MPI_MAX, a->comm,
-                                             m->previous_allreduce_module);
+        const int rc = any_rank(m, a->comm, mine, seen, 2);
         if (OMPI_SUCCESS != rc) return rc;
     }
     /* In place Alltoallv/w: a request of ours even on host buffers, whose
