@@ -48,11 +48,10 @@ static int peers_at_enable(mca_coll_gpuwire_module_t *m, struct ompi_communicato
         mca_coll_gpuwire.world_peers = m->peers;
         return rc;
     }
-    bool this_job = GW_PEERS_UNKNOWN != mca_coll_gpuwire.world_peers;
-    for (int r = 0; this_job && r < ompi_comm_size(comm); ++r) {
-        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
-        this_job = NULL != p && p->super.proc_name.jobid == OMPI_PROC_MY_NAME->jobid;
-    }
+    /* Open MPI marks an intra-communicator with processes of more than one
+     * job (of which this process's is one) dynamic before enabling it. */
+    const bool this_job =
+        GW_PEERS_UNKNOWN != mca_coll_gpuwire.world_peers && !OMPI_COMM_IS_DYNAMIC(comm);
     m->peers = this_job ? mca_coll_gpuwire.world_peers : GW_PEERS_UNASKED;
     m->peers_relearn = !this_job || GW_PEERS_SOME == m->peers;
     return OMPI_SUCCESS;
