@@ -417,7 +417,13 @@ void harness_init(int *argc, char ***argv)
                            mem_recv == MEM_DEVICE || mem_recv == MEM_MANAGED;
 #ifdef GW_COLL_DEVICE
     if (cuda_mode) {
-        int n = 0;
+        /* The node's ranks pick GPUs in turn; the split is collective, so
+         * every rank makes it, with a GPU or not. */
+        MPI_Comm local;
+        int lrank = 0, n = 0;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+        MPI_Comm_rank(local, &lrank);
+        MPI_Comm_free(&local);
         cudaError_t e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess || n <= 0) {
             static char why[200];
@@ -425,11 +431,6 @@ void harness_init(int *argc, char ***argv)
                      e != cudaSuccess ? cudaGetErrorString(e) : "no device");
             skip_reason = why;
         } else {
-            MPI_Comm local;
-            int lrank = 0;
-            MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-            MPI_Comm_rank(local, &lrank);
-            MPI_Comm_free(&local);
             cudaSetDevice(lrank % n);
         }
     }
