@@ -51,7 +51,8 @@ enum {
 /* mca_coll_gpuwire_module_t's peers: which processes of the communicator
  * have the GPU layer open. */
 enum {
-    GW_PEERS_UNKNOWN = 0, /* not asked yet */
+    GW_PEERS_UNKNOWN = 0, /* asked at the first blocking call; until then as UNASKED */
+    GW_PEERS_SOME_UNTIL_ASKED, /* asked at the first blocking call; until then as SOME */
     GW_PEERS_ALL,         /* every one: blocking calls agree before a GPU algorithm */
     GW_PEERS_SOME,        /* some: calls on device memory staged, no agreement */
     GW_PEERS_NONE,        /* none: every call passes through */
@@ -156,12 +157,11 @@ typedef struct {
      * its enable in MPI_Init (one host allreduce), the communicators of its
      * processes take it from there; where only some of the job's processes
      * have, a communicator of them starts staged and learns its own at its
-     * first blocking collective (peers_relearn), as does one with processes
-     * of another job. Where only some have, every call on device memory is
-     * staged: Open MPI's algorithm on every rank, no team, no per-call
-     * agreement. */
+     * first blocking collective, as does one with processes of another job
+     * (not staged until then). Where only some have, every call on device
+     * memory is staged: Open MPI's algorithm on every rank, no team, no
+     * per-call agreement. */
     int peers;
-    bool peers_relearn;
 
     /* Non-blocking reductions given to the device ring
      * (coll_gpuwire_devreduce.c), and how many of them are through with

@@ -72,8 +72,7 @@ static int any_rank(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *co
  * whose processes do not all see one from hanging. */
 int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
 {
-    m->peers_relearn = false;
-    if (!mca_coll_gpuwire.agree || NULL == m->previous_allreduce || ompi_comm_size(comm) < 2) {
+    if (!mca_coll_gpuwire.agree || NULL == m->previous_allreduce) {
         m->peers = GW_PEERS_UNASKED;
         return OMPI_SUCCESS;
     }
@@ -116,7 +115,8 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     gw_coll_region_t r[GW_REGION_COUNT];
     gw_mem_kind_t kind = GW_MEM_HOST;
 
-    if (OPAL_UNLIKELY(m->peers_relearn) && NULL == request && GW_COLL_REDUCE_LOCAL != a->id) {
+    if (OPAL_UNLIKELY(m->peers <= GW_PEERS_SOME_UNTIL_ASKED) && NULL == request &&
+        GW_COLL_REDUCE_LOCAL != a->id) {
         const int rc = gw_coll_learn_peers(m, a->comm);
         if (OMPI_SUCCESS != rc) return rc;
     }
@@ -141,7 +141,8 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
 
     /* Some process of the communicator has no GPU layer: Open MPI's
      * algorithm on every rank, staged here. */
-    staged_only = staged_only || GW_PEERS_SOME == m->peers;
+    staged_only = staged_only || GW_PEERS_SOME == m->peers ||
+                  GW_PEERS_SOME_UNTIL_ASKED == m->peers;
     bool uneven = false;
     if (NULL == request && !staged_only && must_agree(m, a)) {
         bool mixed = false;

@@ -155,8 +155,9 @@ typedef struct {
 typedef int (*gw_coll_start_fn)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                 ompi_request_t **request);
 
-/* Asks every process of comm (a collective on it: one host allreduce)
- * whether it has the GPU layer open, into m->peers (GW_PEERS_*). */
+/* Asks every process of comm, of two ranks or more (a collective on it:
+ * one host allreduce), whether it has the GPU layer open, into m->peers
+ * (GW_PEERS_*). */
 int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
 
 /* Runs one call: classifies, picks the algorithm, runs it. request is NULL

@@ -39,7 +39,7 @@
  * MPI may enable one where no collective can run. */
 static int peers_at_enable(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
 {
-    if (OMPI_COMM_IS_INTER(comm) || !mca_coll_gpuwire.agree || ompi_comm_size(comm) < 2) {
+    if (OMPI_COMM_IS_INTER(comm) || ompi_comm_size(comm) < 2) {
         m->peers = GW_PEERS_UNASKED;
         return OMPI_SUCCESS;
     }
@@ -50,10 +50,10 @@ static int peers_at_enable(mca_coll_gpuwire_module_t *m, struct ompi_communicato
     }
     /* Open MPI marks an intra-communicator with processes of more than one
      * job (of which this process's is one) dynamic before enabling it. */
-    const bool this_job =
-        GW_PEERS_UNKNOWN != mca_coll_gpuwire.world_peers && !OMPI_COMM_IS_DYNAMIC(comm);
-    m->peers = this_job ? mca_coll_gpuwire.world_peers : GW_PEERS_UNASKED;
-    m->peers_relearn = !this_job || GW_PEERS_SOME == m->peers;
+    const int world = mca_coll_gpuwire.world_peers;
+    m->peers = OMPI_COMM_IS_DYNAMIC(comm) ? GW_PEERS_UNKNOWN
+               : GW_PEERS_SOME == world   ? GW_PEERS_SOME_UNTIL_ASKED
+                                          : world;
     return OMPI_SUCCESS;
 }
 
