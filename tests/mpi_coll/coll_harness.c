@@ -377,7 +377,8 @@ void harness_init(int *argc, char ***argv)
     const char *threads = getenv("GW_TEST_THREAD_MULTIPLE");
     /* GW_TEST_NO_GPU_RANK=r: the process of rank r in MPI_COMM_WORLD sees no
      * GPU (CUDA_VISIBLE_DEVICES empty before MPI_Init, where the components
-     * open theirs), and does not make the others skip. */
+     * open theirs; the simulated GPU of fake_device.c reads it too), and
+     * does not make the others skip. */
     const char *no_gpu = getenv("GW_TEST_NO_GPU_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
     const bool hidden = NULL != no_gpu && NULL != me && atoi(no_gpu) == atoi(me);
     if (hidden) setenv("CUDA_VISIBLE_DEVICES", "", 1);

@@ -13,8 +13,9 @@
  *
  *   coll_some_gpus fakedevrw | device
  *
- * Needs at least one process with a GPU and one without (GW_FAKE_NO_GPU_RANK
- * with fakedevrw, GW_TEST_NO_GPU_RANK with device: coll_harness.c).
+ * Needs at least one process with a GPU and one without: GW_TEST_NO_GPU_RANK
+ * (the simulated GPU of fake_device.c leaves that rank out; with device,
+ * coll_harness.c hides the GPUs from it).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -207,11 +207,11 @@ static void complete_until(struct fake_gpu *g, uint64_t ticket)
 
 int gw_coll_device_open(const gw_coll_device_params_t *params, char *why, size_t why_len)
 {
-    /* GW_FAKE_NO_GPU_RANK=r: the process of rank r in MPI_COMM_WORLD has no
+    /* GW_TEST_NO_GPU_RANK=r: the process of rank r in MPI_COMM_WORLD has no
      * GPU (a job where some processes see none). */
-    const char *none = getenv("GW_FAKE_NO_GPU_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
+    const char *none = getenv("GW_TEST_NO_GPU_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
     if (NULL != none && NULL != me && atoi(none) == atoi(me)) {
-        snprintf(why, why_len, "no GPU: GW_FAKE_NO_GPU_RANK");
+        snprintf(why, why_len, "no GPU: GW_TEST_NO_GPU_RANK");
         return 0;
     }
     open_ = true;
