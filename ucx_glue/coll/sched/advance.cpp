@@ -37,8 +37,12 @@ int Scheduler::stage(gw_ce_req_t *req, const gw_ce_region_t r[GW_CE_REGION_COUNT
 {
     const int rc = gw_ce_stage_in_start(r, ops_.device_sync, &req->st, why, why_len);
     if (GW_CE_OK != rc) return rc;
-    count(ops_.staged_calls, 1);
-    count(ops_.staged_bytes, static_cast<long long>(gw_ce_stage_bytes(&req->st)));
+    /* Host buffers only (a call staged in its place whose regions are all
+     * host memory) copy nothing and are not counted. */
+    if (const size_t bytes = gw_ce_stage_bytes(&req->st); bytes > 0) {
+        count(ops_.staged_calls, 1);
+        count(ops_.staged_bytes, static_cast<long long>(bytes));
+    }
     req->sbuf = gw_ce_stage_host_view(&req->st, GW_CE_REGION_SEND, req->sbuf);
     req->rbuf = gw_ce_stage_host_view(&req->st, GW_CE_REGION_RECV, req->rbuf);
     req->state = gw_ce_stage_queued(&req->st) ? ReqState::CopyIn : ReqState::Ready;
@@ -61,6 +65,16 @@ bool Scheduler::advance_job(gw_ce_req_t *req, bool query, bool *again)
     bool done = false;
     const int rc = req->job_ops->poll(req->job, query, &done);
     *again = true;
+    if (nullptr != req->next_ops) {
+        /* The poll handed the call to another job: it takes this one's
+         * place, in the order too. */
+        job_release(req);
+        req->job_ops = req->next_ops;
+        req->job = req->next_job;
+        req->next_ops = nullptr;
+        req->next_job = nullptr;
+        if (GW_CE_OK == rc) return false;
+    }
     if (GW_CE_DECLINED == rc && req->in_fifo) {
         /* Staged in its place in the order (READY or COPY_IN pop it there;
          * in_fifo is the Job state's). */
@@ -83,7 +97,8 @@ bool Scheduler::advance_job(gw_ce_req_t *req, bool query, bool *again)
         return false;
     }
     *again = false;
-    if (req->in_fifo && req->order->first == req && !req->job_ops->ordered(req->job)) {
+    if (req->in_fifo && req->order->first == req &&
+        (nullptr == req->job_ops->ordered || !req->job_ops->ordered(req->job))) {
         order_pop(req->order);
         req->in_fifo = false;
     }

@@ -32,6 +32,9 @@ struct alignas(16) gw_ce_req {
     void *job;                      /* and its state, until released */
     gw_ce_region_t r[GW_CE_REGION_COUNT]; /* Job: the call's, for staging it instead */
     bool in_fifo;                   /* Job: in the order */
+    /* Job: what replaces the job once its poll returns (gw_ce_req_replace_job) */
+    const gw_ce_job_ops_t *next_ops;
+    void *next_job;
     gpuwire::coll::ReqState state;
     int error; /* the caller's status */
     unsigned polls;
@@ -69,6 +72,7 @@ public:
     void pend(gw_ce_req_t *req, bool ordered);
     int progress();
     bool busy() const { return nullptr != __atomic_load_n(&first_, __ATOMIC_RELAXED); }
+    bool held() const { return held_ == this; }
     void spare_put(gw_ce_req_t *req);
     gw_ce_req_t *spare_take();
 

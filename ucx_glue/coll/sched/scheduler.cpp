@@ -113,6 +113,8 @@ extern "C" int gw_ce_sched_progress(gw_ce_sched_t *s) { return s->progress(); }
 
 extern "C" bool gw_ce_sched_busy(const gw_ce_sched_t *s) { return s->busy(); }
 
+extern "C" bool gw_ce_sched_in_progress(const gw_ce_sched_t *s) { return s->held(); }
+
 extern "C" void gw_ce_sched_spare_put(gw_ce_sched_t *s, gw_ce_req_t *req) { s->spare_put(req); }
 
 extern "C" gw_ce_req_t *gw_ce_sched_spare_take(gw_ce_sched_t *s) { return s->spare_take(); }
@@ -170,6 +172,12 @@ extern "C" void gw_ce_req_job(gw_ce_req_t *req, const gw_ce_job_ops_t *ops, void
     req->state = ReqState::Job;
     if (ordered) gpuwire::coll::count(req->sched->ops().deferred_starts, 1);
     req->sched->pend(req, ordered);
+}
+
+extern "C" void gw_ce_req_replace_job(gw_ce_req_t *req, const gw_ce_job_ops_t *ops, void *job)
+{
+    req->next_ops = ops;
+    req->next_job = job;
 }
 
 extern "C" bool gw_ce_req_free(gw_ce_req_t *req)

@@ -111,6 +111,8 @@ GW_CORE_API gw_ce_sched_t *gw_ce_sched_new(const gw_ce_sched_ops_t *ops);
 GW_CORE_API void gw_ce_sched_free(gw_ce_sched_t *s);
 /* Moves every request on; returns how many finished. */
 GW_CORE_API int gw_ce_sched_progress(gw_ce_sched_t *s);
+/* Whether the calling thread is inside s's progress (a job's poll). */
+GW_CORE_API bool gw_ce_sched_in_progress(const gw_ce_sched_t *s);
 /* Whether a request has not finished yet (read without the lock). */
 GW_CORE_API bool gw_ce_sched_busy(const gw_ce_sched_t *s);
 /* Requests kept for reuse (the caller's persistent ones): one in, and one
@@ -145,6 +147,10 @@ GW_CORE_API int gw_ce_req_enqueue(gw_ce_req_t *req);
  * staging it instead should the ordered job decline). */
 GW_CORE_API void gw_ce_req_job(gw_ce_req_t *req, const gw_ce_job_ops_t *ops, void *job,
                                const gw_ce_region_t r[GW_CE_REGION_COUNT], bool ordered);
+/* From the poll of req's job only: once the poll returns, the scheduler
+ * releases that job and polls job (ops) in its place, in the order too
+ * while req is in it (the new job's ordered() says when it leaves). */
+GW_CORE_API void gw_ce_req_replace_job(gw_ce_req_t *req, const gw_ce_job_ops_t *ops, void *job);
 /* The caller frees the request: true when it has finished (release it now);
  * false: the scheduler releases it when it finishes (ops.release). */
 GW_CORE_API bool gw_ce_req_free(gw_ce_req_t *req);
