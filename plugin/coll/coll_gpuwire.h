@@ -20,6 +20,7 @@
 #include "ompi_config.h"
 #include "gpuwire_compat.h"
 #include "gpuwire/core.h"
+#include "gpuwire/coll_agree.h"
 #include "gpuwire/coll_nvlink.h"
 #include "gpuwire/coll_sched.h"
 #include "gpuwire/coll_select.h"
@@ -79,6 +80,8 @@ typedef struct {
     int hierarchical;          /* GW_HIER_* */
     bool device_p2p;      /* the selected pml moves device buffers (pml gpuwire) */
     bool agree;           /* blocking calls: ranks agree on memory kinds and layouts first */
+    bool agree_nb;        /* ... and non-blocking calls, without blocking */
+    int agree_nb_wait_us; /* how long an initiation waits for its agreement */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
@@ -102,6 +105,10 @@ typedef struct {
     unsigned long long hier_calls;
     unsigned long long persistent_mixed;
     unsigned long long mixed_calls;
+    /* Non-blocking calls that agreed on memory kinds, and those of them
+     * that acted on it from MPI's progress, after their initiation. */
+    unsigned long long nb_agreements;
+    unsigned long long nb_agreements_late;
     /* Non-blocking collectives whose previous module's collective started
      * later than their initiation (from MPI's progress), and ours not yet
      * complete (freed ones included). */
@@ -168,6 +175,14 @@ typedef struct {
      * their messages: they share one tag, so each posts its messages only
      * after the ones initiated before it are through with theirs. */
     gw_ce_turn_t ring_turn;
+
+    /* The agreements of non-blocking calls (coll_gpuwire_agree.c): their
+     * order, and their transport over this communicator. */
+    gw_ce_agree_line_t agree_line;
+    gw_ce_transport_t agree_tp;
+    /* A communicator of this component's own (the hierarchical levels'),
+     * whose calls come from algorithms whose ranks agreed already. */
+    bool agreed_inside;
 
     /* Sub-communicators of the hierarchical collectives (coll_gpuwire_hier.c):
      * this rank's node, and the nodes' first ranks (NULL on the others). */

@@ -73,6 +73,15 @@ static const gw_param_t params[] = {
           "every rank runs the call staged; and MPI_Init asks (one allreduce) which processes "
           "have a GPU, staging every device call where only some have; 0: neither (every "
           "process has a GPU and ranks always pass the same kinds)"),
+    PBOOL(agree_nb, true, 5,
+          "Non-blocking collectives where every process has a GPU (and coll_gpuwire_agree): the "
+          "ranks agree the same way without blocking, and a call whose agreement is not over "
+          "within coll_gpuwire_agree_nb_wait_us starts from MPI's progress; 0: they do not "
+          "(ranks always pass the same kinds to a non-blocking call)"),
+    PINT(agree_nb_wait_us, 20, 0, 1000000, 5,
+         "Microseconds a non-blocking collective's initiation waits for its agreement "
+         "(coll_gpuwire_agree_nb) before it returns and leaves the call to MPI's progress",
+         "0 returns at once"),
     PSIZE(reduce_segment_bytes, 4 << 20, 1, (int64_t)1 << 30, 5,
           "Bytes per message of the reductions on the GPU: a kernel combines one segment while "
           "the next arrives",
@@ -199,6 +208,14 @@ static int component_register(void)
          "buffers only (or no bytes): run staged on the ranks with device memory "
          "(coll_gpuwire_agree)",
          &mca_coll_gpuwire.mixed_calls, counter},
+        {"nb_agreements",
+         "Non-blocking collectives whose ranks agreed on memory kinds and layouts "
+         "(coll_gpuwire_agree_nb)",
+         &mca_coll_gpuwire.nb_agreements, counter},
+        {"nb_agreements_late",
+         "Of those, the calls that acted on the agreement from MPI's progress: it was not over "
+         "within coll_gpuwire_agree_nb_wait_us, or an earlier call's was not",
+         &mca_coll_gpuwire.nb_agreements_late, counter},
         {"nb_deferred_starts",
          "Non-blocking collectives whose previous module's collective started after "
          "their initiation returned, from MPI's progress: copies to host staging, or "

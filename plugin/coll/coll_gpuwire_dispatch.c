@@ -106,6 +106,10 @@ static int agree(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, gw_mem_k
     return OMPI_SUCCESS;
 }
 
+static int run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+               gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t kind, ompi_request_t **request,
+               bool staged_only, bool uneven);
+
 /* gw_coll_dispatch; staged_only: on device memory the staged algorithm,
  * whatever else would accept the call (the persistent forms where ranks pass
  * different memory kinds). */
@@ -131,10 +135,14 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
     /* A blocking call is a place every rank passes in the same order among
-     * the communicator's collectives, whatever memory it passes: where a
-     * non-blocking call started a team set-up whose outcome the calls do
-     * not go by yet, it ends here and they go by it from now on. */
-    if (NULL == request && GW_CE_NVL_SETTING_UP == m->nvl.seen) gw_ce_nvl_settle(&m->nvl);
+     * the communicator's collectives, whatever memory it passes: the
+     * non-blocking calls initiated before it act on their agreements first,
+     * and where one started a team set-up whose outcome the calls do not go
+     * by yet, it ends here and they go by it from now on. */
+    if (NULL == request) {
+        gw_coll_agree_nb_settle(m);
+        if (GW_CE_NVL_SETTING_UP == m->nvl.seen) gw_ce_nvl_settle(&m->nvl);
+    }
     gw_coll_regions(a, r);
     int rc = gw_coll_classify_regions(r, &kind);
     if (OMPI_SUCCESS != rc) return rc;
@@ -144,17 +152,32 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     staged_only = staged_only || GW_PEERS_SOME == m->peers ||
                   GW_PEERS_SOME_UNTIL_ASKED == m->peers;
     bool uneven = false;
-    if (NULL == request && !staged_only && must_agree(m, a)) {
-        bool mixed = false;
-        rc = agree(m, a, kind, &mixed, &uneven);
-        if (OMPI_SUCCESS != rc) return rc;
-        if (mixed && GW_MEM_DEVICE == kind) {
-            count(&mca_coll_gpuwire.mixed_calls);
-            COLL_GPUWIRE_VERBOSE(20, "%s: some ranks pass host memory only, staged",
-                                 gw_coll_name(a->id));
-            staged_only = true;
+    if (!staged_only && must_agree(m, a)) {
+        if (NULL != request) {
+            if (mca_coll_gpuwire.agree_nb && !m->agreed_inside) {
+                return gw_coll_agree_nb(m, a, r, kind, run, request);
+            }
+        } else {
+            bool mixed = false;
+            rc = agree(m, a, kind, &mixed, &uneven);
+            if (OMPI_SUCCESS != rc) return rc;
+            if (mixed && GW_MEM_DEVICE == kind) {
+                count(&mca_coll_gpuwire.mixed_calls);
+                COLL_GPUWIRE_VERBOSE(20, "%s: some ranks pass host memory only, staged",
+                                     gw_coll_name(a->id));
+                staged_only = true;
+            }
         }
     }
+    return run(m, a, r, kind, request, staged_only, uneven);
+}
+
+/* The algorithms of a call whose regions r are classified (kind) and whose
+ * ranks have agreed where they must (gw_coll_run_fn). */
+static int run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+               gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t kind, ompi_request_t **request,
+               bool staged_only, bool uneven)
+{
     if (GW_MEM_HOST == kind) count(&gw_core_counters()->coll_passthrough_calls);
     /* The selection table's choice for a blocking call (the same on every
      * rank): staged goes to the last algorithm; device and chain pass the
@@ -183,7 +206,7 @@ static int dispatch(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                  gw_region_bytes(&r[GW_REGION_SEND]),
                                  gw_region_bytes(&r[GW_REGION_RECV]));
         }
-        rc = algo->run(m, a, r, &note, request);
+        const int rc = algo->run(m, a, r, &note, request);
         if (GW_COLL_DECLINED != rc) return rc;
     }
     return OMPI_ERR_NOT_SUPPORTED;
@@ -232,8 +255,10 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         const int rc = gw_coll_classify_regions(r, &kind);
         if (OMPI_SUCCESS != rc) return rc;
     }
-    /* Nonlocal, so a place every rank passes in the same order: a set-up
-     * of the NVLink team under way ends, and the starts go by its outcome. */
+    /* Nonlocal, so a place every rank passes in the same order: the
+     * non-blocking calls before it act on their agreements, a set-up of the
+     * NVLink team under way ends, and the starts go by its outcome. */
+    gw_coll_agree_nb_settle(m);
     gw_ce_nvl_settle(&m->nvl);
     /* [0]: some rank passes device memory; [1]: some rank does not. */
     int mine[2] = {GW_MEM_DEVICE == kind, GW_MEM_DEVICE != kind}, seen[2] = {mine[0], mine[1]};
@@ -252,6 +277,8 @@ int gw_coll_init(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a, struct o
         if (OMPI_SUCCESS != rc) return rc;
     }
     if (seen[0] && seen[1]) __atomic_fetch_add(&mca_coll_gpuwire.persistent_mixed, 1, __ATOMIC_RELAXED);
-    return gw_coll_persistent_new(m, a, seen[1] ? gw_coll_dispatch_staged : gw_coll_dispatch,
+    gw_coll_args_t p = *a;
+    p.agreed = !seen[1]; /* the starts need no agreement of their own */
+    return gw_coll_persistent_new(m, &p, seen[1] ? gw_coll_dispatch_staged : gw_coll_dispatch,
                                   request);
 }

@@ -77,6 +77,14 @@ typedef struct {
     /* What the selection table chose for this call (gw_sel_algo_t;
      * GW_SEL_AUTO: the built-in rules), set by the dispatch. */
     int sel;
+    /* A persistent start whose ranks all pass device memory (agreed at its
+     * initialization): no agreement of its own. */
+    bool agreed;
+    /* Non-blocking only: a request of ours (gw_coll_request_t) whose job a
+     * GPU algorithm's job replaces, in its place among the communicator's
+     * calls, instead of a new request (a call decided after its agreement:
+     * coll_gpuwire_agree.c). */
+    void *adopt;
 } gw_coll_args_t;
 
 enum {
@@ -159,6 +167,31 @@ typedef int (*gw_coll_start_fn)(mca_coll_gpuwire_module_t *m, const gw_coll_args
  * one host allreduce), whether it has the GPU layer open, into m->peers
  * (GW_PEERS_*). */
 int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm);
+
+/* The algorithms of a call whose regions r are classified (kind) and whose
+ * ranks have agreed where they must: staged_only, on device memory the
+ * staged algorithm; uneven, some rank's layout is one the NVLink kernels
+ * cannot take. Under a->adopt, a call the staged algorithm would take
+ * returns GW_COLL_IN_PLACE: its request stages it where it is. */
+typedef int (*gw_coll_run_fn)(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                              gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t kind,
+                              ompi_request_t **request, bool staged_only, bool uneven);
+#define GW_COLL_IN_PLACE (GW_COLL_DECLINED + 1)
+
+/* A non-blocking call on a communicator where every process has a GPU
+ * (coll_gpuwire_agree_nb): its ranks agree, without blocking, whether each
+ * passes device memory and a layout the NVLink kernels take; the call runs
+ * as run (the dispatch's) decides from that, at once when the agreement ends within
+ * coll_gpuwire_agree_nb_wait_us of the initiation and no earlier call waits
+ * for its own, else from MPI's progress in initiation order
+ * (coll_gpuwire_agree.c). */
+int gw_coll_agree_nb(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
+                     gw_coll_region_t r[GW_REGION_COUNT], gw_mem_kind_t kind, gw_coll_run_fn run,
+                     ompi_request_t **request);
+/* A blocking call, or a persistent initialization, on m's communicator:
+ * waits until every non-blocking call initiated before has acted on its
+ * agreement. */
+void gw_coll_agree_nb_settle(mca_coll_gpuwire_module_t *m);
 
 /* Runs one call: classifies, picks the algorithm, runs it. request is NULL
  * for the blocking forms. */
@@ -282,6 +315,7 @@ int gw_coll_tag(gw_coll_id_t id);
  * kind of message has its own, so that messages posted at different times
  * never meet another kind's receives. */
 enum {
+    GW_TAG_AGREE_NB = -4,   /* agreements of non-blocking calls (coll_gpuwire_agree.c) */
     GW_TAG_RING = -5,       /* blocking reductions on the ring (coll_gpuwire_devreduce.c) */
     GW_TAG_MOVE_NB = -6,    /* non-blocking data movement (coll_gpuwire_devmove.c) */
     GW_TAG_NVL_SETUP = -7,  /* an NVLink team's set-up (coll_gpuwire_nvlink.c) */

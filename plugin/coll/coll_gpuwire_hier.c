@@ -129,6 +129,16 @@ static bool hier_accepts(const gw_coll_args_t *a, const gw_coll_region_t r[GW_RE
 }
 
 
+/* Marks level's module, where it is one of this component's (whose enable
+ * is m's), as one whose calls come from algorithms whose ranks agreed. */
+static void agreed_inside(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *level)
+{
+    mca_coll_base_module_t *mod = level->c_coll->coll_iallreduce_module;
+    if (NULL != mod && m->super.coll_module_enable == mod->coll_module_enable) {
+        ((mca_coll_gpuwire_module_t *)mod)->agreed_inside = true;
+    }
+}
+
 /* Collective over comm: the node and leaders' communicators, or
  * HIER_UNUSABLE on every rank alike. An error return is an MPI error of the
  * split or the host exchange. */
@@ -149,6 +159,10 @@ static int hier_setup(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *
                                m->previous_allreduce_module);
     m->hier_node = node;
     m->hier_leaders = MPI_COMM_NULL == leaders ? NULL : leaders;
+    /* The levels' calls come from a call whose ranks agreed: theirs need
+     * no agreement without blocking of their own. */
+    agreed_inside(m, node);
+    if (NULL != m->hier_leaders) agreed_inside(m, m->hier_leaders);
     /* Where every rank is: its node leader's rank among the leaders (told by
      * the leader inside the node) and its rank in the node. */
     int where[2] = {leader ? ompi_comm_rank(m->hier_leaders) : 0, ompi_comm_rank(node)};

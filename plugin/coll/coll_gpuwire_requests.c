@@ -104,7 +104,7 @@ gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_modu
     return req;
 }
 
-static gw_coll_request_t *request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
+gw_coll_request_t *gw_coll_request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
     ompi_request_t *r = gw_coll_request_get();
     return NULL == r ? NULL : gw_coll_request_init(r, m, a);
@@ -264,15 +264,29 @@ int gw_coll_nb_job(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                    gw_coll_region_t r[GW_REGION_COUNT], const gw_coll_job_ops_t *ops, void *job,
                    bool ordered, ompi_request_t **request)
 {
-    gw_coll_request_t *req = request_new(m, a);
+    if (NULL != a->adopt) {
+        /* The request of a call decided after its agreement: job runs in
+         * its place (ordered or not, it leaves the order as its head). */
+        gw_coll_request_t *req = a->adopt;
+        gw_ce_req_replace_job(req->ce, ops, job);
+        *request = req->mpi;
+        return OMPI_SUCCESS;
+    }
+    gw_coll_request_t *req = gw_coll_request_new(m, a);
     if (NULL == req) {
         ops->release(job);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    progress_register();
-    gw_ce_req_job(req->ce, ops, job, r, ordered);
+    gw_coll_request_job(req, ops, job, r, ordered);
     *request = req->mpi;
     return OMPI_SUCCESS;
+}
+
+void gw_coll_request_job(gw_coll_request_t *req, const gw_coll_job_ops_t *ops, void *job,
+                         gw_coll_region_t r[GW_REGION_COUNT], bool ordered)
+{
+    progress_register();
+    gw_ce_req_job(req->ce, ops, job, r, ordered);
 }
 
 void gw_coll_nb_drain(mca_coll_gpuwire_module_t *m)
@@ -287,7 +301,7 @@ int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
     if (!inplace && gw_ce_order_empty(&m->nb_order)) {
         return gw_coll_call_previous(m, a, a->sbuf, a->rbuf, request);
     }
-    gw_coll_request_t *req = request_new(m, a);
+    gw_coll_request_t *req = gw_coll_request_new(m, a);
     if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
     if (inplace) {
         /* Host buffers: request_start copies the receive region. */
@@ -301,7 +315,7 @@ int gw_coll_nb_passthrough(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a
 int gw_coll_staged_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                          gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request)
 {
-    gw_coll_request_t *req = request_new(m, a);
+    gw_coll_request_t *req = gw_coll_request_new(m, a);
     if (NULL == req) return OMPI_ERR_OUT_OF_RESOURCE;
     char why[320];
     if (GW_CE_OK != gw_ce_req_stage(req->ce, r, why, sizeof(why))) {

@@ -29,6 +29,8 @@ static int staged_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                       ompi_request_t **request)
 {
     (void)note;
+    /* A call decided after its agreement is staged in its own place. */
+    if (NULL != a->adopt) return GW_COLL_IN_PLACE;
     if (NULL != request) return gw_coll_staged_start(m, a, r, request);
 
     char why[320];

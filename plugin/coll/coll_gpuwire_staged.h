@@ -51,6 +51,11 @@ void gw_coll_request_put(ompi_request_t *r);
 /* Makes r a request of ours for a call on m; it retains the communicator. */
 gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_module_t *m,
                                         const gw_coll_args_t *a);
+/* gw_coll_request_init on a new object (NULL: out of memory). */
+gw_coll_request_t *gw_coll_request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a);
+/* Hands req to the scheduler as job (gw_coll_nb_job on a request of ours). */
+void gw_coll_request_job(gw_coll_request_t *req, const gw_coll_job_ops_t *ops, void *job,
+                         gw_coll_region_t r[GW_REGION_COUNT], bool ordered);
 /* The staged algorithm's non-blocking forms: a request of ours. */
 int gw_coll_staged_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                          gw_coll_region_t r[GW_REGION_COUNT], ompi_request_t **request);

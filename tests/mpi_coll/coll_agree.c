@@ -1,7 +1,7 @@
 /*
- * Blocking collectives whose ranks pass what MPI lets them pass differently
- * (coll_<component>_agree, on by default), results checked against a host
- * reference on every rank:
+ * Collectives whose ranks pass what MPI lets them pass differently
+ * (coll_<component>_agree and _agree_nb, on by default), results checked
+ * against a host reference on every rank:
  *
  * - Allreduce, Reduce, Bcast and Allgather where one rank (each in turn)
  *   passes host buffers only and the others device memory, at counts below
@@ -9,6 +9,13 @@
  *   staged (coll_<component>_mixed_calls rises by one there), the host rank
  *   passes it through, and no GPU algorithm waits for a rank that runs Open
  *   MPI's (without the agreement such a call hangs or fails).
+ * - The same non-blocking: every rank initiating at once (the agreement is
+ *   over at the initiation), and with the host rank late (the others act on
+ *   it from MPI's progress: coll_<component>_nb_agreements_late rises).
+ * - Five Iallreduce in flight with different outcomes (one rank's host
+ *   buffers, device memory everywhere, host memory everywhere) and an
+ *   Ibarrier among them, completed in reverse order, then an Iallreduce
+ *   followed by a blocking Allreduce; once with rank 0 late.
  * - Bcast and Allgather on device memory everywhere where one rank (each in
  *   turn) describes its elements with a vector type with gaps and the others
  *   with a dense pair of ints (one signature): every byte right, gaps
@@ -22,17 +29,25 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_harness.h"
 #include "coll_pvar.h"
 
 static MPI_T_pvar_session session;
-static MPI_T_pvar_handle mixed_h = MPI_T_PVAR_HANDLE_NULL;
+static MPI_T_pvar_handle mixed_h = MPI_T_PVAR_HANDLE_NULL, late_h = MPI_T_PVAR_HANDLE_NULL;
 
 static unsigned long long mixed(void)
 {
     return coll_pvar_read(session, mixed_h);
 }
+
+/* Blocking; non-blocking, every rank initiating at once; non-blocking with
+ * the host rank late by LATE_US, so that the others' agreements are not
+ * over at their initiation and the calls act on them from MPI's progress. */
+enum form { F_BLOCKING, F_NB, F_NB_LATE, F_N };
+static const char *const form_names[F_N] = {"", "non-blocking ", "non-blocking (one rank late) "};
+#define LATE_US 200000
 
 static void check_mixed(unsigned long long before, bool want)
 {
@@ -47,8 +62,9 @@ enum call { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_N };
 static const char *const call_names[C_N] = {"allreduce", "reduce", "bcast", "allgather"};
 
 /* One call of c ints (per rank for Allgather) where rank host passes host
- * memory only and the others memory of kind dev. */
-static void one_host_rank_call(MPI_Comm comm, enum mem_kind dev, enum call k, long c, int host)
+ * memory only and the others memory of kind dev, in form f. */
+static void one_host_rank_call(MPI_Comm comm, enum mem_kind dev, enum call k, long c, int host,
+                               enum form f)
 {
     int me, n;
     MPI_Comm_rank(comm, &me);
@@ -56,8 +72,8 @@ static void one_host_rank_call(MPI_Comm comm, enum mem_kind dev, enum call k, lo
     const int root = (host + 1) % n;
     const enum mem_kind mk = me == host ? MEM_HOST : dev;
     const unsigned s = (unsigned)(k * 7919 + host * 131 + c);
-    tctx_set("%s of %ld ints, rank %d with host buffers only, root %d", call_names[k], c, host,
-             root);
+    tctx_set("%s%s of %ld ints, rank %d with host buffers only, root %d", form_names[f],
+             call_names[k], c, host, root);
     tbuf_t sb, rb;
     const long rn = C_ALLGATHER == k ? n * c : c;
     tbuf_alloc(&sb, T_INT, c, mk);
@@ -87,26 +103,39 @@ static void one_host_rank_call(MPI_Comm comm, enum mem_kind dev, enum call k, lo
             img_set(&rb, expect, e, acc);
         }
     }
-    const unsigned long long before = mixed();
+    const unsigned long long before = mixed(), late = coll_pvar_read(session, late_h);
+    MPI_Request q = MPI_REQUEST_NULL;
+    MPI_Request *nb = F_BLOCKING == f ? NULL : &q;
+    if (F_NB_LATE == f && me == host) usleep(LATE_US);
     switch (k) {
     case C_ALLREDUCE:
-        MT_CHECK_MPI(MPI_Allreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm));
+        MT_CHECK_MPI(nb ? MPI_Iallreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm, nb)
+                        : MPI_Allreduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, comm));
         break;
     case C_REDUCE:
-        MT_CHECK_MPI(MPI_Reduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, root, comm));
+        MT_CHECK_MPI(nb ? MPI_Ireduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, root, comm, nb)
+                        : MPI_Reduce(sb.mpi, rb.mpi, (int)c, MPI_INT, MPI_SUM, root, comm));
         break;
     case C_BCAST:
-        MT_CHECK_MPI(MPI_Bcast(rb.mpi, (int)c, MPI_INT, root, comm));
+        MT_CHECK_MPI(nb ? MPI_Ibcast(rb.mpi, (int)c, MPI_INT, root, comm, nb)
+                        : MPI_Bcast(rb.mpi, (int)c, MPI_INT, root, comm));
         break;
     default:
-        MT_CHECK_MPI(MPI_Allgather(sb.mpi, (int)c, MPI_INT, rb.mpi, (int)c, MPI_INT, comm));
+        MT_CHECK_MPI(nb ? MPI_Iallgather(sb.mpi, (int)c, MPI_INT, rb.mpi, (int)c, MPI_INT, comm, nb)
+                        : MPI_Allgather(sb.mpi, (int)c, MPI_INT, rb.mpi, (int)c, MPI_INT, comm));
         break;
     }
+    if (nb) MT_CHECK_MPI(MPI_Wait(nb, MPI_STATUS_IGNORE));
     /* Reduce's non-roots and Bcast's root write nothing: their receive
      * buffers must be as they were. A rank with device memory in the call
      * counts it as mixed; a Reduce non-root's receive buffer is not
      * significant, so its kind is its send buffer's. */
     check_mixed(before, me != host);
+    /* The ranks that were on time acted on the agreement from progress. */
+    if (F_NB_LATE == f && me != host && coll_pvar_read(session, late_h) == late) {
+        mt_fail(__FILE__, __LINE__, "%s [%s]: rank %d did not wait for the late rank's agreement",
+                tctx, mode_name, mt_rank);
+    }
     tbuf_pull(&rb);
     tbuf_matches(&rb, expect, 0, 0, "result");
     free(expect);
@@ -114,7 +143,7 @@ static void one_host_rank_call(MPI_Comm comm, enum mem_kind dev, enum call k, lo
     tbuf_free(&rb);
 }
 
-static void one_host_rank(MPI_Comm comm, enum mem_kind dev)
+static void one_host_rank_form(MPI_Comm comm, enum mem_kind dev, enum form f)
 {
     int n;
     MPI_Comm_size(comm, &n);
@@ -122,9 +151,85 @@ static void one_host_rank(MPI_Comm comm, enum mem_kind dev)
     for (int host = 0; host < n; ++host) {
         for (int k = 0; k < C_N; ++k) {
             for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci) {
-                one_host_rank_call(comm, dev, (enum call)k, cs[ci], host);
+                /* One size for the late form: each costs LATE_US. */
+                if (F_NB_LATE == f && 7 != cs[ci]) continue;
+                one_host_rank_call(comm, dev, (enum call)k, cs[ci], host, f);
             }
         }
+    }
+}
+
+static void one_host_rank(MPI_Comm comm, enum mem_kind dev)
+{
+    one_host_rank_form(comm, dev, F_BLOCKING);
+}
+
+static void one_host_rank_nb(MPI_Comm comm, enum mem_kind dev)
+{
+    one_host_rank_form(comm, dev, F_NB);
+    one_host_rank_form(comm, dev, F_NB_LATE);
+}
+
+/* Several non-blocking calls in flight at once, with different outcomes of
+ * their agreements (one rank's host buffers; device memory everywhere; host
+ * memory everywhere), an Ibarrier among them, rank 0 late so that the others
+ * act on every agreement from MPI's progress, completed in reverse order:
+ * every result right on every rank. */
+static void burst_nb(MPI_Comm comm, enum mem_kind dev)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    enum { B = 5 };
+    const long c = 4000;
+    /* Per call: the rank with host memory (-1: none; n: every rank). */
+    const int host_of[B] = {1 % n, -1, n, -1, 0};
+    tbuf_t sb[B], rb[B];
+    unsigned char *expect[B];
+    MPI_Request q[B + 1];
+    for (int round = 0; round < 2; ++round) {
+        tctx_set("%d non-blocking calls in flight%s", B, round ? ", rank 0 late" : "");
+        for (int i = 0; i < B; ++i) {
+            const enum mem_kind mk = (host_of[i] == me || host_of[i] == n) ? MEM_HOST : dev;
+            const unsigned s = (unsigned)(i * 131 + round * 7 + 3);
+            tbuf_alloc(&sb[i], T_INT, c, mk);
+            tbuf_alloc(&rb[i], T_INT, c, mk);
+            for (long e = 0; e < c; ++e) {
+                int64_t v[2];
+                tval(OP_SUM, T_INT, s, me, e, v);
+                tbuf_set(&sb[i], e, v);
+            }
+            tbuf_push(&sb[i]);
+            tbuf_push(&rb[i]);
+            expect[i] = tbuf_snapshot(&rb[i]);
+            for (long e = 0; e < c; ++e) {
+                int64_t acc[2];
+                tfold(OP_SUM, T_INT, s, 0, n, e, acc);
+                img_set(&rb[i], expect[i], e, acc);
+            }
+        }
+        if (round && 0 == me) usleep(LATE_US);
+        for (int i = 0; i < B; ++i) {
+            MT_CHECK_MPI(MPI_Iallreduce(sb[i].mpi, rb[i].mpi, (int)c, MPI_INT, MPI_SUM, comm, &q[i]));
+            if (2 == i) MT_CHECK_MPI(MPI_Ibarrier(comm, &q[B]));
+        }
+        for (int i = B; i >= 0; --i) MT_CHECK_MPI(MPI_Wait(&q[i], MPI_STATUS_IGNORE));
+        for (int i = 0; i < B; ++i) {
+            tbuf_pull(&rb[i]);
+            tbuf_matches(&rb[i], expect[i], 0, 0, "result");
+            free(expect[i]);
+            tbuf_free(&sb[i]);
+            tbuf_free(&rb[i]);
+        }
+        /* And a blocking call right after non-blocking ones not yet acted on. */
+        if (round && 0 == me) usleep(LATE_US);
+        MPI_Request r2;
+        int x = me + 1, sum = 0, y = 0;
+        MT_CHECK_MPI(MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, comm, &r2));
+        MT_CHECK_MPI(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, comm));
+        MT_CHECK_MPI(MPI_Wait(&r2, MPI_STATUS_IGNORE));
+        MT_CHECK_EQ(sum, n * (n + 1) / 2);
+        MT_CHECK_EQ(y, n * (n + 1) / 2);
     }
 }
 
@@ -194,12 +299,17 @@ int main(int argc, char **argv)
     snprintf(name, sizeof(name), "coll_%s_mixed_calls",
              dev == MEM_FAKEDEV_RW ? "gpuwirefake" : "gpuwire");
     mixed_h = coll_pvar_open(session, name, MPI_T_PVAR_CLASS_COUNTER);
+    snprintf(name, sizeof(name), "coll_%s_nb_agreements_late",
+             dev == MEM_FAKEDEV_RW ? "gpuwirefake" : "gpuwire");
+    late_h = coll_pvar_open(session, name, MPI_T_PVAR_CLASS_COUNTER);
 
     const struct {
         const char *name;
         void (*fn)(MPI_Comm, enum mem_kind);
     } cases[] = {
         {"blocking calls with one rank's buffers in host memory", one_host_rank},
+        {"non-blocking calls with one rank's buffers in host memory", one_host_rank_nb},
+        {"non-blocking calls in flight with different outcomes", burst_nb},
         {"bcast and allgather with one rank's type with gaps", one_rank_with_gaps},
     };
     /* GW_TEST_AGREE_CASE=i: only case i (0-based). */
@@ -214,6 +324,7 @@ int main(int argc, char **argv)
         }
     }
     if (mixed_h != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(session, &mixed_h);
+    if (late_h != MPI_T_PVAR_HANDLE_NULL) MPI_T_pvar_handle_free(session, &late_h);
     MPI_T_pvar_session_free(&session);
     MPI_T_finalize();
     harness_fini();
