@@ -78,7 +78,7 @@ static const gw_param_t params[] = {
           "ranks agree the same way without blocking, and a call whose agreement is not over "
           "within coll_gpuwire_agree_nb_wait_us starts from MPI's progress; 0: they do not "
           "(ranks always pass the same kinds to a non-blocking call)"),
-    PINT(agree_nb_wait_us, 20, 0, 1000000, 5,
+    PINT(agree_nb_wait_us, 200, 0, 1000000, 5,
          "Microseconds a non-blocking collective's initiation waits for its agreement "
          "(coll_gpuwire_agree_nb) before it returns and leaves the call to MPI's progress",
          "0 returns at once"),
