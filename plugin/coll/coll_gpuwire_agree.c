@@ -92,7 +92,11 @@ static int agree_job_poll(void *p, bool query, bool *done)
             return OMPI_SUCCESS;
         }
     }
-    if (NULL == j->inner) return OMPI_SUCCESS;
+    /* Otherwise the call's own request, polled here until it completes. */
+    if (NULL == j->inner) {
+        *done = true;
+        return OMPI_SUCCESS;
+    }
     if (!REQUEST_COMPLETE(j->inner)) return OMPI_SUCCESS;
     const int status = j->inner->req_status.MPI_ERROR;
     ompi_request_free(&j->inner);
