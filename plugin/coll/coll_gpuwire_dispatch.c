@@ -51,8 +51,8 @@ static inline void count(unsigned long long *counter)
  * host allreduce, which the previous module runs on every rank alike, in the
  * call's place among the communicator's collectives) whether they pass device
  * memory, host memory only, and a layout the NVLink kernels cannot take.
- * Non-blocking calls cannot wait for such an answer at initiation: their
- * ranks must pass alike (docs/coll.md). */
+ * Non-blocking calls cannot wait for such an answer at initiation: they
+ * agree without blocking (coll_gpuwire_agree.c). */
 static bool must_agree(const mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
     return GW_PEERS_ALL == m->peers && GW_COLL_REDUCE_LOCAL != a->id;

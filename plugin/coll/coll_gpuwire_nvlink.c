@@ -12,10 +12,10 @@
  * What accepts() looks at is the same on every rank: the collective, the
  * op and type, the byte count, and the datatype's layout. Bcast and
  * Allgather need each rank's datatype to describe contiguous bytes; MPI lets
- * ranks pass different datatypes of one signature, so a blocking call's ranks
- * agree on it first (gw_coll_nvlink_layout_ok, in the dispatch's agreement),
- * as they do on every rank passing device memory. A non-blocking call's
- * ranks must pass alike.
+ * ranks pass different datatypes of one signature, so a call's ranks agree
+ * on it first (gw_coll_nvlink_layout_ok, in the dispatch's agreement; a
+ * non-blocking call's without blocking), as they do on every rank passing
+ * device memory.
  */
 #include <stdio.h>
 #include <string.h>
