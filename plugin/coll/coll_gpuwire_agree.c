@@ -21,11 +21,11 @@
  * before it have acted (gw_coll_agree_nb_settle): the algorithms' own
  * orders then see the calls in one order on every rank.
  */
+#include <stdlib.h>
 #include <time.h>
 
 #include "coll_gpuwire_staged.h"
 #include "coll_gpuwire_transport.h"
-#include "ompi/mca/pml/pml.h"
 #include "opal/runtime/opal_progress.h"
 
 enum { AGREE_DEVICE = 1u, AGREE_HOST = 2u, AGREE_UNEVEN = 4u };
@@ -149,7 +149,8 @@ int gw_coll_agree_nb(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
                                &ag, why, sizeof(why));
     }
     if (GW_CE_OK != rc) {
-        opal_output(0, "coll:gpuwire: i%s: %s", gw_coll_name(a->id), a->agreed ? "out of host memory" : why);
+        opal_output(0, "coll:gpuwire: i%s: %s", gw_coll_name(a->id),
+                    a->agreed ? "out of host memory" : why);
         return gw_coll_ce_to_ompi(rc);
     }
     /* Ranks that initiate together agree within microseconds; a call
