@@ -204,9 +204,9 @@ static int component_register(void)
          "buffers and others not: every rank's starts run them staged",
          &mca_coll_gpuwire.persistent_mixed, counter},
         {"mixed_calls",
-         "Blocking collectives some ranks called with device buffers and others with host "
-         "buffers only (or no bytes): run staged on the ranks with device memory "
-         "(coll_gpuwire_agree)",
+         "Collectives some ranks called with device buffers and others with host buffers "
+         "only (or no bytes): run staged on the ranks with device memory "
+         "(coll_gpuwire_agree, coll_gpuwire_agree_nb)",
          &mca_coll_gpuwire.mixed_calls, counter},
         {"nb_agreements",
          "Non-blocking collectives whose ranks agreed on memory kinds and layouts "
