@@ -83,6 +83,7 @@ typedef struct {
     bool agree_nb;        /* ... and non-blocking calls, without blocking */
     int agree_nb_wait_us; /* how long an initiation waits for its agreement */
     bool nvlink;          /* kernels over NVLink for Allreduce, Bcast, Allgather */
+    bool op_wrap;         /* 8- and 16-bit MPI_SUM on the host wraps (coll_gpuwire_opwrap.c) */
     size_t nvlink_oneshot_bytes; /* largest call through the workspace slots */
     bool nvlink_direct;   /* larger calls on the application's buffers (IPC-mapped) */
     int nvlink_timeout;   /* seconds a kernel waits for its peers */
@@ -234,6 +235,10 @@ void gw_coll_select_close(void);
 /* coll_gpuwire_requests.c: the non-blocking machinery's life cycle. */
 int mca_coll_gpuwire_requests_init(void);
 void mca_coll_gpuwire_requests_fini(void);
+/* MPI_SUM of 8- and 16-bit integers that wraps (coll_gpuwire_opwrap.c): installed
+ * at the first communicator's query, removed at the component's close. */
+int gw_coll_op_wrap_install(void);
+void gw_coll_op_wrap_remove(void);
 
 #define COLL_GPUWIRE_VERBOSE(level, ...) \
     opal_output_verbose((level), mca_coll_gpuwire.output, "coll:gpuwire: " __VA_ARGS__)

@@ -78,6 +78,9 @@ static const gw_param_t params[] = {
           "ranks agree the same way without blocking, and a call whose agreement is not over "
           "within coll_gpuwire_agree_nb_wait_us starts from MPI's progress; 0: they do not "
           "(ranks always pass the same kinds to a non-blocking call)"),
+    PBOOL(op_wrap, true, 5,
+          "MPI_SUM of 8- and 16-bit integers in host memory wraps as on the GPU: replaces the "
+          "saturating functions of Open MPI 4.1's op avx; 0: leaves them"),
     PINT(agree_nb_wait_us, 200, 0, 1000000, 5,
          "Microseconds a non-blocking collective's initiation waits for its agreement "
          "(coll_gpuwire_agree_nb) before it returns and leaves the call to MPI's progress",
@@ -314,6 +317,7 @@ static int component_close(void)
                              s.pinned_bytes, s.plain_allocs);
     }
     mca_coll_gpuwire_requests_fini();
+    gw_coll_op_wrap_remove();
     gw_coll_device_close();
     mca_coll_gpuwire.device_ready = false;
     gw_params_component_close(&mca_coll_gpuwire.output);

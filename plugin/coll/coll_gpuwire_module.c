@@ -95,6 +95,7 @@ mca_coll_base_module_t *mca_coll_gpuwire_comm_query(struct ompi_communicator_t *
                                                     int *priority)
 {
     if (mca_coll_gpuwire.priority < 0) return NULL;
+    gw_coll_op_wrap_install();
 
     mca_coll_gpuwire_module_t *m = OBJ_NEW(mca_coll_gpuwire_module_t);
     if (NULL == m) return NULL;
