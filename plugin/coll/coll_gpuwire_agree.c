@@ -184,7 +184,7 @@ int gw_coll_agree_nb(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
     j->m = m;
-    j->a = *a;
+    j->a = req->args; /* with the request's copies of the call's arrays */
     j->a.adopt = req;
     for (int i = 0; i < GW_REGION_COUNT; ++i) j->r[i] = r[i];
     j->kind = kind;

@@ -69,6 +69,7 @@ typedef struct {
     gw_ce_ring_call_t call;
     gw_ce_ring_job_t *job;     /* the non-blocking form's, once its turn came */
     gw_ce_turn_ticket_t turn; /* its place among the module's (ring_turn) */
+    int *counts;              /* Reduce_scatter: a copy of the receive counts */
     char why[256];
 } ring_call_t;
 
@@ -107,6 +108,15 @@ static int ring_prepare(ring_call_t *c, const gw_coll_args_t *a,
     c->eff = *a;
     memcpy(c->r, r, sizeof(c->r));
     if (!gw_coll_table_ids(a->op, a->dtype, &d->op, &d->type)) return OMPI_ERR_NOT_SUPPORTED;
+    if (GW_COLL_REDUCE_SCATTER == a->id) {
+        /* The ring reads the counts until it ends, the non-blocking form
+         * long after its initiation returned: the application's array may
+         * be gone by then. */
+        const size_t n = (size_t)ompi_comm_size(a->comm);
+        if (NULL == (c->counts = malloc(n * sizeof(int)))) return OMPI_ERR_OUT_OF_RESOURCE;
+        memcpy(c->counts, a->rcounts, n * sizeof(int));
+        c->eff.rcounts = c->counts;
+    }
     d->es = gw_reduce_type_size(d->type);
     d->gpu = gw_coll_regions_gpu(r);
     d->tag = tag;
@@ -212,6 +222,7 @@ static void ring_job_release(void *p)
      * program's use of MPI anyway), rather than reused under them. */
     if (gw_ce_ring_free(c->job)) gw_coll_temps_release(&c->t);
     ring_pass(c);
+    free(c->counts);
     free(c);
 }
 
@@ -231,6 +242,7 @@ static int ring_nb_start(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
         err = ring_fail(c, "device sync", OMPI_ERROR);
     }
     if (OMPI_SUCCESS != err) {
+        free(c->counts);
         free(c);
         return err;
     }
@@ -252,11 +264,14 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     ring_call_t c;
     memset(&c, 0, sizeof(c));
     int err = ring_prepare(&c, a, r, GW_TAG_RING);
-    if (OMPI_SUCCESS != err) return err;
     /* The application's work on the default stream of every GPU the call
      * reads or writes comes first. */
-    if (0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) {
-        return ring_fail(&c, "device sync", OMPI_ERROR);
+    if (OMPI_SUCCESS == err && 0 != gw_coll_wait_user_regions(r, c.why, sizeof(c.why))) {
+        err = ring_fail(&c, "device sync", OMPI_ERROR);
+    }
+    if (OMPI_SUCCESS != err) {
+        free(c.counts);
+        return err;
     }
     __atomic_fetch_add(&gw_core_counters()->coll_device_calls, 1, __ATOMIC_RELAXED);
     err = ring_temps_in(&c);
@@ -266,6 +281,7 @@ static int devreduce_run(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a,
     }
     if (OMPI_SUCCESS == err) err = ring_temps_out(&c);
     gw_coll_temps_release(&c.t);
+    free(c.counts);
     return err;
 }
 

@@ -64,6 +64,7 @@ static void request_release(gw_coll_request_t *req)
     struct ompi_communicator_t *comm = req->args.comm;
     gw_ce_req_fini(req->ce);
     free(req->send_copy);
+    free(req->kept);
     OMPI_REQUEST_FINI(r);
     gw_coll_request_put(r);
     OBJ_RELEASE(comm);
@@ -82,16 +83,78 @@ static int request_cancel(ompi_request_t *request, int complete)
     return MPI_ERR_REQUEST; /* collectives cannot be cancelled */
 }
 
+/* Copies of the call's count, displacement and type arrays, for a->args
+ * to use after the initiation has returned: a call that starts later (after
+ * an agreement, behind calls before it, after its copies to host memory, or
+ * at each start of a persistent request) must not read the application's
+ * arrays then. MPI asks applications to keep them until completion, but
+ * clients free them at once (mpi4py's temporaries), and Open MPI's own
+ * modules copy what they need at the initiation. Only the arrays MPI makes
+ * significant on this rank are read. One block; false: no memory. */
+static bool args_keep(gw_coll_args_t *a, void **block)
+{
+    *block = NULL;
+    struct ompi_communicator_t *c = a->comm;
+    const bool inter = OMPI_COMM_IS_INTER(c);
+    const int n = inter && GW_COLL_REDUCE_SCATTER != a->id ? ompi_comm_remote_size(c)
+                                                           : ompi_comm_size(c);
+    const bool root = inter ? MPI_ROOT == a->root : ompi_comm_rank(c) == a->root;
+    const bool in_place = MPI_IN_PLACE == a->sbuf;
+    bool rc = false, rd = false, sc = false, sd = false, types = false;
+    switch (a->id) {
+    case GW_COLL_REDUCE_SCATTER: rc = true; break;
+    case GW_COLL_ALLGATHERV: rc = rd = true; break;
+    case GW_COLL_GATHERV: rc = rd = root; break;
+    case GW_COLL_SCATTERV: sc = sd = root; break;
+    case GW_COLL_ALLTOALLW: types = true; /* fall through */
+    case GW_COLL_ALLTOALLV:
+        rc = rd = true;
+        sc = sd = !in_place;
+        break;
+    default: return true;
+    }
+    const int *const *ints[] = {rc ? &a->rcounts : NULL, rd ? &a->rdispls : NULL,
+                                sc ? &a->scounts : NULL, sd ? &a->sdispls : NULL};
+    struct ompi_datatype_t *const **dts[] = {types ? &a->rdtypes : NULL,
+                                             types && !in_place ? &a->sdtypes : NULL};
+    const size_t nn = n > 0 ? (size_t)n : 0;
+    size_t bytes = 0;
+    for (int i = 0; i < 2; ++i) bytes += NULL != dts[i] && NULL != *dts[i] ? nn * sizeof(void *) : 0;
+    for (int i = 0; i < 4; ++i) bytes += NULL != ints[i] && NULL != *ints[i] ? nn * sizeof(int) : 0;
+    if (0 == bytes) return true;
+    char *p = malloc(bytes);
+    if (NULL == p) return false;
+    *block = p;
+    for (int i = 0; i < 2; ++i) { /* pointers first: aligned */
+        if (NULL == dts[i] || NULL == *dts[i]) continue;
+        memcpy(p, *dts[i], nn * sizeof(void *));
+        *(struct ompi_datatype_t *const **)dts[i] = (struct ompi_datatype_t *const *)p;
+        p += nn * sizeof(void *);
+    }
+    for (int i = 0; i < 4; ++i) {
+        if (NULL == ints[i] || NULL == *ints[i]) continue;
+        memcpy(p, *ints[i], nn * sizeof(int));
+        *(const int **)ints[i] = (const int *)p;
+        p += nn * sizeof(int);
+    }
+    return true;
+}
+
 /* Makes r a request of ours for a call on m; it retains the communicator
- * (and so the module and the modules below it) until it is released. */
+ * (and so the module and the modules below it) until it is released. NULL:
+ * no memory for the copies of the call's arrays (r is not touched then). */
 gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_module_t *m,
                                         const gw_coll_args_t *a)
 {
+    gw_coll_args_t kept = *a;
+    void *block = NULL;
+    if (!args_keep(&kept, &block)) return NULL;
     gw_coll_request_t *req = gw_coll_request_of(r);
     memset(req, 0, sizeof(*req));
     req->mpi = r;
     req->module = m;
-    req->args = *a;
+    req->args = kept;
+    req->kept = block;
     req->ce = gw_ce_req_init((char *)r + ce_offset, sched, &m->nb_order, req, a->sbuf, a->rbuf);
     OMPI_REQUEST_INIT(r, false);
     r->req_type = OMPI_REQUEST_COLL;
@@ -107,7 +170,10 @@ gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_modu
 gw_coll_request_t *gw_coll_request_new(mca_coll_gpuwire_module_t *m, const gw_coll_args_t *a)
 {
     ompi_request_t *r = gw_coll_request_get();
-    return NULL == r ? NULL : gw_coll_request_init(r, m, a);
+    if (NULL == r) return NULL;
+    gw_coll_request_t *req = gw_coll_request_init(r, m, a);
+    if (NULL == req) gw_coll_request_put(r);
+    return req;
 }
 
 /* The scheduler's host collective: the previous module's non-blocking one.

@@ -20,6 +20,9 @@
  *   turn) describes its elements with a vector type with gaps and the others
  *   with a dense pair of ints (one signature): every byte right, gaps
  *   unchanged, nothing counted as mixed.
+ * - Iallgatherv, Ireduce_scatter, Ialltoallv, Igatherv and Iscatterv whose
+ *   count and displacement arrays are freed right after the initiation, on
+ *   host memory and on device memory, rank 0 late.
  *
  *   coll_agree fakedevrw | device
  *
@@ -233,6 +236,128 @@ static void burst_nb(MPI_Comm comm, enum mem_kind dev)
     }
 }
 
+/* A fresh array of n ints, to be scribbled over and freed right after the
+ * initiation that gets it (as clients do with temporaries: mpi4py). */
+static int *ints(int n, int first, int step)
+{
+    int *a = malloc((size_t)n * sizeof(int));
+    if (NULL == a) abort();
+    for (int i = 0; i < n; ++i) a[i] = first + step * i;
+    return a;
+}
+
+static void scribble_free(int *a, int n)
+{
+    for (int i = 0; i < n; ++i) a[i] = -123456789;
+    free(a);
+}
+
+/* Iallgatherv, Ireduce_scatter, Ialltoallv, Igatherv and Iscatterv whose
+ * count and displacement arrays are overwritten and freed right after the
+ * initiation, every rank's buffers host memory or every rank's device
+ * memory, rank 0 late: the others' calls start after their initiation
+ * returned (from MPI's progress, after the agreement), and must not read the
+ * application's arrays then. Every result right. */
+static void arrays_freed_nb(MPI_Comm comm, enum mem_kind dev)
+{
+    int me, n;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    enum { K = 5 };
+    static const char *const names[K] = {"iallgatherv", "ireduce_scatter", "ialltoallv",
+                                         "igatherv", "iscatterv"};
+    const long c = 3; /* ints per block; rank r's block has c + r of them */
+    long total = 0;
+    for (int r = 0; r < n; ++r) total += c + r;
+    for (int kind = 0; kind < 2; ++kind) {
+        const enum mem_kind mk = kind ? dev : MEM_HOST;
+        for (int k = 0; k < K; ++k) {
+            tctx_set("%s, arrays freed after the initiation, %s memory, rank 0 late", names[k],
+                     kind ? "device" : "host");
+            const long scount = 0 == k || 3 == k ? c + me : 2 == k ? n * c : total;
+            const long rcount = 0 == k || 3 == k ? total : 1 == k ? c + me : 2 == k ? n * c : c + me;
+            tbuf_t sb, rb;
+            tbuf_alloc(&sb, T_INT, scount, mk);
+            tbuf_alloc(&rb, T_INT, rcount, mk);
+            for (long e = 0; e < scount; ++e) {
+                /* Element e of block r carries (me, r, e): every kind of call
+                 * sends block r to rank r (or the whole to the root). */
+                const int64_t v[2] = {1 == k ? me + 1 : me * 1000 + e, 0};
+                tbuf_set(&sb, e, v);
+            }
+            tbuf_push(&sb);
+            tbuf_push(&rb);
+            unsigned char *expect = tbuf_snapshot(&rb);
+            long at = 0;
+            for (int r = 0; r < n; ++r) { /* the reference, per call kind */
+                if (0 == k || (3 == k && 0 == me)) { /* block of rank r: its c + r */
+                    for (long e = 0; e < c + r; ++e) {
+                        const int64_t v[2] = {r * 1000 + e, 0};
+                        img_set(&rb, expect, at + e, v);
+                    }
+                    at += c + r;
+                } else if (2 == k) { /* block me of rank r: c ints from me * c */
+                    for (long e = 0; e < c; ++e) {
+                        const int64_t v[2] = {r * 1000 + me * c + e, 0};
+                        img_set(&rb, expect, r * c + e, v);
+                    }
+                }
+            }
+            if (1 == k) {
+                for (long e = 0; e < c + me; ++e) {
+                    const int64_t v[2] = {n * (n + 1) / 2, 0};
+                    img_set(&rb, expect, e, v);
+                }
+            } else if (4 == k) { /* my block of the root's (rank 0's) send buffer */
+                long off = 0;
+                for (int r = 0; r < me; ++r) off += c + r;
+                for (long e = 0; e < c + me; ++e) {
+                    const int64_t v[2] = {off + e, 0};
+                    img_set(&rb, expect, e, v);
+                }
+            }
+            int *counts = ints(n, (int)c, 1), *displs = malloc((size_t)n * sizeof(int));
+            if (NULL == displs) abort();
+            for (int r = 0, d = 0; r < n; d += counts[r], ++r) displs[r] = d;
+            int *acounts = ints(n, (int)c, 0), *adispls = ints(n, 0, (int)c);
+            if (0 == me) usleep(LATE_US);
+            MPI_Request q;
+            switch (k) {
+            case 0:
+                MT_CHECK_MPI(MPI_Iallgatherv(sb.mpi, (int)scount, MPI_INT, rb.mpi, counts, displs,
+                                             MPI_INT, comm, &q));
+                break;
+            case 1:
+                MT_CHECK_MPI(MPI_Ireduce_scatter(sb.mpi, rb.mpi, counts, MPI_INT, MPI_SUM, comm,
+                                                 &q));
+                break;
+            case 2:
+                MT_CHECK_MPI(MPI_Ialltoallv(sb.mpi, acounts, adispls, MPI_INT, rb.mpi, acounts,
+                                            adispls, MPI_INT, comm, &q));
+                break;
+            case 3:
+                MT_CHECK_MPI(MPI_Igatherv(sb.mpi, (int)scount, MPI_INT, rb.mpi, counts, displs,
+                                          MPI_INT, 0, comm, &q));
+                break;
+            default:
+                MT_CHECK_MPI(MPI_Iscatterv(sb.mpi, counts, displs, MPI_INT, rb.mpi, (int)rcount,
+                                           MPI_INT, 0, comm, &q));
+                break;
+            }
+            scribble_free(counts, n);
+            scribble_free(displs, n);
+            scribble_free(acounts, n);
+            scribble_free(adispls, n);
+            MT_CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            tbuf_pull(&rb);
+            if (!(3 == k && 0 != me)) tbuf_matches(&rb, expect, 0, 0, "result");
+            free(expect);
+            tbuf_free(&sb);
+            tbuf_free(&rb);
+        }
+    }
+}
+
 /* Bcast (root each rank in turn) and Allgather of c int pairs on device
  * memory, rank odd's datatype a vector with gaps, the others' dense. */
 static void one_rank_with_gaps(MPI_Comm comm, enum mem_kind dev)
@@ -311,6 +436,7 @@ int main(int argc, char **argv)
         {"non-blocking calls with one rank's buffers in host memory", one_host_rank_nb},
         {"non-blocking calls in flight with different outcomes", burst_nb},
         {"bcast and allgather with one rank's type with gaps", one_rank_with_gaps},
+        {"non-blocking v-forms whose arrays are freed after the initiation", arrays_freed_nb},
     };
     /* GW_TEST_AGREE_CASE=i: only case i (0-based). */
     const char *only = getenv("GW_TEST_AGREE_CASE");
