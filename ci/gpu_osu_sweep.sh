@@ -1,8 +1,8 @@
 #!/bin/bash
 # Every OSU 7.x benchmark that takes a buffer, on device buffers with OSU's own
 # validation (-c), under pml, coll and osc gpuwire: the collectives (blocking,
-# non-blocking, neighbourhood: OSU validates these on host buffers only, so
-# they run without -c) at each rank count, point-to-point D D, H D and
+# non-blocking; the neighbourhood ones on host buffers, the only ones OSU 7.4
+# takes for them) at each rank count, point-to-point D D, H D and
 # D H, one-sided D D. Ranks share GPU 0 under CUDA MPS. A run passes when it
 # exits 0 and no line of its output reports a failed validation.
 #   ci/gpu_osu_sweep.sh <build dir> <out dir> [ranks, default "2 3 4"]
@@ -35,9 +35,9 @@ plan() { # one line per run: <np> <program> <arguments>
         for p in "$OSU"/collective/osu_* "$OSU"/collective/*/osu_*; do
             [ -x "$p" ] || continue
             case $(basename "$p") in osu_barrier | osu_ibarrier) continue ;; esac
-            # OSU validates neighbourhood collectives on host buffers only.
+            # OSU 7.4's neighbourhood collectives refuse -d (host buffers only).
             case $(basename "$p") in
-            *neighbor*) echo "$np $p -d cuda -m $M -i 3 -x 1" ;;
+            *neighbor*) echo "$np $p -c -m $M -i 3 -x 1" ;;
             *) echo "$np $p -d cuda -c -m $M -i 3 -x 1" ;;
             esac
         done
