@@ -22,7 +22,9 @@
 
 #include "coll_gpuwire_staged.h"
 #include "gpuwire_help.h"
+#include "ompi/datatype/ompi_datatype.h"
 #include "ompi/errhandler/errcode-internal.h"
+#include "ompi/op/op.h"
 #include "opal/class/opal_free_list.h"
 #include "opal/runtime/opal.h"
 #include "opal/runtime/opal_progress.h"
@@ -57,11 +59,47 @@ ompi_request_t *gw_coll_request_get(void)
 
 void gw_coll_request_put(ompi_request_t *r) { opal_free_list_return(&objects, &r->super); }
 
+/* MPI lets the application free a datatype or an op while a call that uses
+ * it is pending, and a request may start its call later: it holds a
+ * reference to each (released with hold false). Predefined ones need none. */
+static void hold_types(gw_coll_request_t *req, bool hold)
+{
+    gw_coll_args_t *a = &req->args;
+    struct ompi_datatype_t *one[3] = {a->dtype, a->sdtype, a->rdtype};
+    for (int i = 0; i < 3; ++i) {
+        if (NULL == one[i]) continue;
+        if (hold) {
+            OMPI_DATATYPE_RETAIN(one[i]);
+        } else {
+            OMPI_DATATYPE_RELEASE_NO_NULLIFY(one[i]);
+        }
+    }
+    struct ompi_datatype_t *const *w[2] = {a->sdtypes, a->rdtypes};
+    for (int k = 0; k < 2; ++k) {
+        for (int i = 0; NULL != w[k] && i < req->kept_types; ++i) {
+            if (NULL == w[k][i]) continue;
+            if (hold) {
+                OMPI_DATATYPE_RETAIN(w[k][i]);
+            } else {
+                OMPI_DATATYPE_RELEASE_NO_NULLIFY(w[k][i]);
+            }
+        }
+    }
+    if (NULL != a->op && !ompi_op_is_intrinsic(a->op)) {
+        if (hold) {
+            OBJ_RETAIN(a->op);
+        } else {
+            OBJ_RELEASE_NO_NULLIFY(a->op);
+        }
+    }
+}
+
 /* Gives back everything a request holds; its copies have finished. */
 static void request_release(gw_coll_request_t *req)
 {
     ompi_request_t *r = req->mpi;
     struct ompi_communicator_t *comm = req->args.comm;
+    hold_types(req, false);
     gw_ce_req_fini(req->ce);
     free(req->send_copy);
     free(req->kept);
@@ -110,6 +148,10 @@ static bool args_keep(gw_coll_args_t *a, void **block)
     case GW_COLL_ALLTOALLV:
         rc = rd = true;
         sc = sd = !in_place;
+        if (in_place) { /* ignored by MPI: never read later */
+            a->scounts = a->sdispls = NULL;
+            a->sdtypes = NULL;
+        }
         break;
     default: return true;
     }
@@ -155,6 +197,12 @@ gw_coll_request_t *gw_coll_request_init(ompi_request_t *r, mca_coll_gpuwire_modu
     req->module = m;
     req->args = kept;
     req->kept = block;
+    /* Alltoallw's type arrays were copied whole when significant. */
+    if (GW_COLL_ALLTOALLW == kept.id && NULL != block) {
+        req->kept_types = OMPI_COMM_IS_INTER(a->comm) ? ompi_comm_remote_size(a->comm)
+                                                      : ompi_comm_size(a->comm);
+    }
+    hold_types(req, true);
     req->ce = gw_ce_req_init((char *)r + ce_offset, sched, &m->nb_order, req, a->sbuf, a->rbuf);
     OMPI_REQUEST_INIT(r, false);
     r->req_type = OMPI_REQUEST_COLL;

@@ -35,6 +35,7 @@ typedef struct gw_coll_request {
     gw_coll_args_t args;               /* as the application passed them */
     void *send_copy;                   /* in-place alltoallv/w: see request_start */
     void *kept;                        /* args' count, displacement and type arrays */
+    int kept_types;                    /* entries of args' type arrays held (alltoallw) */
     ompi_request_t *inner;             /* persistent: the last start's request */
     gw_coll_start_fn start_call;       /* persistent: what each start runs */
     gw_ce_req_t *ce;                   /* the scheduler's, in the same object */

@@ -21,8 +21,9 @@
  *   with a dense pair of ints (one signature): every byte right, gaps
  *   unchanged, nothing counted as mixed.
  * - Iallgatherv, Ireduce_scatter, Ialltoallv, Igatherv and Iscatterv whose
- *   count and displacement arrays are freed right after the initiation, on
- *   host memory and on device memory, rank 0 late.
+ *   count and displacement arrays (and the derived type of the first and
+ *   third) are freed right after the initiation, on host memory and on
+ *   device memory, rank 0 late.
  *
  *   coll_agree fakedevrw | device
  *
@@ -320,20 +321,24 @@ static void arrays_freed_nb(MPI_Comm comm, enum mem_kind dev)
             if (NULL == displs) abort();
             for (int r = 0, d = 0; r < n; d += counts[r], ++r) displs[r] = d;
             int *acounts = ints(n, (int)c, 0), *adispls = ints(n, 0, (int)c);
+            /* A derived type of one int, freed after the initiation too. */
+            MPI_Datatype one;
+            MT_CHECK_MPI(MPI_Type_contiguous(1, MPI_INT, &one));
+            MT_CHECK_MPI(MPI_Type_commit(&one));
             if (0 == me) usleep(LATE_US);
             MPI_Request q;
             switch (k) {
             case 0:
-                MT_CHECK_MPI(MPI_Iallgatherv(sb.mpi, (int)scount, MPI_INT, rb.mpi, counts, displs,
-                                             MPI_INT, comm, &q));
+                MT_CHECK_MPI(MPI_Iallgatherv(sb.mpi, (int)scount, one, rb.mpi, counts, displs, one,
+                                             comm, &q));
                 break;
             case 1:
                 MT_CHECK_MPI(MPI_Ireduce_scatter(sb.mpi, rb.mpi, counts, MPI_INT, MPI_SUM, comm,
                                                  &q));
                 break;
             case 2:
-                MT_CHECK_MPI(MPI_Ialltoallv(sb.mpi, acounts, adispls, MPI_INT, rb.mpi, acounts,
-                                            adispls, MPI_INT, comm, &q));
+                MT_CHECK_MPI(MPI_Ialltoallv(sb.mpi, acounts, adispls, one, rb.mpi, acounts,
+                                            adispls, one, comm, &q));
                 break;
             case 3:
                 MT_CHECK_MPI(MPI_Igatherv(sb.mpi, (int)scount, MPI_INT, rb.mpi, counts, displs,
@@ -344,6 +349,7 @@ static void arrays_freed_nb(MPI_Comm comm, enum mem_kind dev)
                                            MPI_INT, 0, comm, &q));
                 break;
             }
+            MT_CHECK_MPI(MPI_Type_free(&one));
             scribble_free(counts, n);
             scribble_free(displs, n);
             scribble_free(acounts, n);
