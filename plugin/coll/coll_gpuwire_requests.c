@@ -65,7 +65,21 @@ void gw_coll_request_put(ompi_request_t *r) { opal_free_list_return(&objects, &r
 static void hold_types(gw_coll_request_t *req, bool hold)
 {
     gw_coll_args_t *a = &req->args;
-    struct ompi_datatype_t *one[3] = {a->dtype, a->sdtype, a->rdtype};
+    /* Only the types MPI makes significant on this rank: the others may be
+     * anything (a non-root's receive type of Gather, an in-place send type). */
+    const bool inter = OMPI_COMM_IS_INTER(a->comm);
+    const bool gather = GW_COLL_GATHER == a->id || GW_COLL_GATHERV == a->id;
+    const bool scatter = GW_COLL_SCATTER == a->id || GW_COLL_SCATTERV == a->id;
+    const bool root = inter ? MPI_ROOT == a->root : ompi_comm_rank(a->comm) == a->root;
+    /* An inter-communicator's rooted call: its arguments are insignificant
+     * at MPI_PROC_NULL (the calls without a root have root 0 here). */
+    const bool none = inter && MPI_PROC_NULL == a->root;
+    const bool send = !none && MPI_IN_PLACE != a->sbuf && !(scatter && !root) &&
+                      !(gather && inter && root);
+    const bool recv = !none && MPI_IN_PLACE != a->rbuf && !(gather && !root) &&
+                      !(scatter && inter && root);
+    struct ompi_datatype_t *one[3] = {none ? NULL : a->dtype, send ? a->sdtype : NULL,
+                                      recv ? a->rdtype : NULL};
     for (int i = 0; i < 3; ++i) {
         if (NULL == one[i]) continue;
         if (hold) {
@@ -85,7 +99,7 @@ static void hold_types(gw_coll_request_t *req, bool hold)
             }
         }
     }
-    if (NULL != a->op && !ompi_op_is_intrinsic(a->op)) {
+    if (!none && NULL != a->op && !ompi_op_is_intrinsic(a->op)) {
         if (hold) {
             OBJ_RETAIN(a->op);
         } else {
