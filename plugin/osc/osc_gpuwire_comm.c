@@ -39,7 +39,14 @@ int gw_osc_call_failed(const char *call, int rc)
                 text[0] ? text : "unknown error", rc);
     return rc;
 }
-OBJ_CLASS_INSTANCE(gw_osc_pending_t, opal_list_item_t, NULL, NULL);
+/* A pending get holds a reference on its result datatype: MPI lets the
+ * application free it before the reply has been unpacked. */
+static void pending_construct(gw_osc_pending_t *p) { p->dt = NULL; }
+static void pending_destruct(gw_osc_pending_t *p)
+{
+    if (NULL != p->dt) OMPI_DATATYPE_RELEASE_NO_NULLIFY(p->dt);
+}
+OBJ_CLASS_INSTANCE(gw_osc_pending_t, opal_list_item_t, pending_construct, pending_destruct);
 
 /* Caller holds m->lock. The message is copied: the caller's buffers are
  * free again on return (local completion at once). */

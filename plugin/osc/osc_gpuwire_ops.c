@@ -411,6 +411,7 @@ static int issue(ompi_win_t *win, const gw_osc_call_t *c)
         p->addr = c->raddr;
         p->count = c->rcount;
         p->dt = c->rdt;
+        OMPI_DATATYPE_RETAIN(p->dt);
         p->greq = c->request ? *c->request : NULL;
         p->done = false;
         opal_list_append(&m->pending, &p->super);

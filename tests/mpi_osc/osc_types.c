@@ -8,6 +8,9 @@
  * window and fetches (Get_accumulate) the values before; data and return
  * codes are checked, and that no MPI call inside them raised an error on
  * MPI_COMM_WORLD (where a failing PMPI_ call of the component reports).
+ * Last, a Get into a vector whose type is freed right after the call (MPI
+ * lets it be; the reply is unpacked later) and another type made at once,
+ * which would take the freed one's memory were it not held.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +85,26 @@ int main(int argc, char **argv)
         MT_CHECK_EQ(mem[i], 1000 * (int64_t)r + i + others + 1);
         MT_CHECK_EQ(mem[4 + i], 1000 * (int64_t)r + 4 + i + 10 * others);
     }
+
+    /* The Get's result type freed before the epoch ends. */
+    MT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    int64_t got[7];
+    for (int i = 0; i < 7; i++) got[i] = -7;
+    MPI_Datatype every_other, dense;
+    MT_CHECK_MPI(MPI_Type_vector(4, 1, 2, MPI_INT64_T, &every_other));
+    MT_CHECK_MPI(MPI_Type_commit(&every_other));
+    MT_CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, next, 0, win));
+    MT_CHECK_MPI(MPI_Get(got, 1, every_other, next, 0, 4, MPI_INT64_T, win));
+    MT_CHECK_MPI(MPI_Type_free(&every_other));
+    MT_CHECK_MPI(MPI_Type_contiguous(4, MPI_INT64_T, &dense));
+    MT_CHECK_MPI(MPI_Type_commit(&dense));
+    MT_CHECK_MPI(MPI_Win_unlock(next, win));
+    MT_CHECK_MPI(MPI_Type_free(&dense));
+    for (int i = 0; i < 4; i++) {
+        MT_CHECK_EQ(got[2 * i], 1000 * (int64_t)next + i + others + 1);
+        if (i < 3) MT_CHECK_EQ(got[2 * i + 1], -7);
+    }
+    MT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     MT_CHECK_MPI(MPI_Win_free(&win));
     MPI_Errhandler_free(&counting);
