@@ -9,13 +9,14 @@
 #     where a GPU is present. MPI4PY_ARGS: more arguments for the suite's
 #     main.py (e.g. "--no-numpy" to leave host arrays out; "--no-array" also
 #     fails the suite's mpi4py.util.sync tests, which import array);
+#     MPI4PY_SKIP: test modules to leave out (e.g. "spawn dynproc"; default none);
 #     MPI4PY_TL: seconds per run (default 400); MPI4PY_PY: the Python
 #     (default python3).
 #     Writes <out dir>/mpi4py/np<N>.log and prints each run's unittest summary
 #     and its first failures. Exit status 0 when every run ended OK.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ $# -lt 3 ]; then sed -n '2,14p' "$0"; exit 2; fi
+if [ $# -lt 3 ]; then sed -n '2,16p' "$0"; exit 2; fi
 GWBUILD=$(cd "$1" && pwd) || exit 2
 TESTS=$(cd "$2" && pwd) || exit 2
 OUTD=$3/mpi4py
@@ -27,6 +28,8 @@ PY=${MPI4PY_PY:-python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 ARGS=${MPI4PY_ARGS-}
+SKIP=""
+for m in ${MPI4PY_SKIP-}; do SKIP="$SKIP -e $m"; done
 if nvidia-smi -L >/dev/null 2>&1; then
     # shellcheck source=ci/mps_common.sh
     . "$ROOT/ci/mps_common.sh"
@@ -47,7 +50,7 @@ for np in $NPS; do
         --mca mca_base_component_path "$OMPI_LIB:$GWBUILD/components" --mca pml gpuwire \
         --mca coll gpuwire,inter,tuned,libnbc,basic,self --mca osc gpuwire,sm \
         -x LD_LIBRARY_PATH -x PYTHONDONTWRITEBYTECODE=1 \
-        "$PY" main.py -q -e spawn -e dynproc $ARGS) >"$log" 2>&1
+        "$PY" main.py -q $SKIP $ARGS) >"$log" 2>&1
     rc=$?
     summary=$(grep -E '^(Ran [0-9]+ tests|OK|FAILED)' "$log" | sort | uniq -c | tr -s ' ' | xargs)
     echo "mpi4py np=$np rc=$rc $(($(date +%s) - s0))s: ${summary:-no summary}"

@@ -28,11 +28,12 @@
         "process of the job (--mca pml gpuwire, or OMPI_MCA_pml=gpuwire in every process's "     \
         "environment)"
 
-/* A communicator reaches processes of another job (spawn/connect): rank, communicator. */
+/* A process of another job (spawn/connect) beyond GW_PML_OTHER_JOBS_MAX: rank, communicator. */
 #define GW_HELP_OTHER_JOB                                                                         \
     "other-job",                                                                                  \
-        "pml:gpuwire: rank %d of communicator %s belongs to another job; pml gpuwire does not "  \
-        "support processes from MPI_Comm_spawn/MPI_Comm_connect: run such jobs with --mca pml ucx"
+        "pml:gpuwire: rank %d of communicator %s is a process of another job beyond the 1024 "   \
+        "such processes pml gpuwire can reach from one process (MPI_Comm_spawn, "               \
+        "MPI_Comm_connect); spawn or connect fewer, or run such jobs with --mca pml ucx"
 
 /* A buffered send (MPI_Bsend/MPI_Ibsend) from GPU memory: rank, communicator. */
 #define GW_HELP_BSEND_DEVICE                                                                      \

@@ -35,8 +35,8 @@ static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len
 {
     if (peer >= mca_pml_gpuwire.npeers) return -1;
     if (NULL == mca_pml_gpuwire.peer_addr[peer]) {
-        opal_process_name_t name = *OMPI_PROC_MY_NAME;
-        name.vpid = peer;
+        opal_process_name_t name;
+        if (!pml_gw_name_of_peer(peer, &name)) return -1;
         int rc;
         void *data = NULL;
         size_t size = 0;
@@ -55,8 +55,8 @@ static int resolve_peer(void *ctx, uint32_t peer, const void **addr, size_t *len
 
 static int peer_is_local(void *ctx, uint32_t peer)
 {
-    opal_process_name_t name = *OMPI_PROC_MY_NAME;
-    name.vpid = peer;
+    opal_process_name_t name;
+    if (!pml_gw_name_of_peer(peer, &name)) return 0;
     ompi_proc_t *proc = (ompi_proc_t *)ompi_proc_for_name(name);
     return proc && OPAL_PROC_ON_LOCAL_NODE(proc->super.proc_flags);
 }
@@ -72,9 +72,10 @@ static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *pe
     ompi_communicator_t *comm = ompi_comm_lookup(comm_ctx);
     if (NULL == comm || rank < 0 || rank >= senders_of(comm)) return -1;
     ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
-    if (NULL == proc || proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
-        proc->super.proc_name.vpid >= mca_pml_gpuwire.npeers) {
-        return -1;
+    if (NULL == proc) return -1;
+    if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
+        proc->super.proc_name.vpid >= mca_pml_gpuwire.world) {
+        return pml_gw_other_job_peer(proc, peer) ? 0 : -1;
     }
     *peer = proc->super.proc_name.vpid;
     return 0;
@@ -89,7 +90,9 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_componen
 {
     modex_key = key;
     mca_pml_gpuwire.my_peer = OMPI_PROC_MY_NAME->vpid;
-    mca_pml_gpuwire.npeers = (uint32_t)ompi_process_info.num_procs;
+    mca_pml_gpuwire.world = (uint32_t)ompi_process_info.num_procs;
+    mca_pml_gpuwire.npeers = mca_pml_gpuwire.world + GW_PML_OTHER_JOBS_MAX;
+    mca_pml_gpuwire.nother = 0;
 
     gw_engine_params_t p;
     gw_engine_params_init(&p);
@@ -157,7 +160,8 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_componen
 
     mca_pml_gpuwire.peer_addr = calloc(mca_pml_gpuwire.npeers, sizeof(void *));
     mca_pml_gpuwire.peer_addr_len = calloc(mca_pml_gpuwire.npeers, sizeof(size_t));
-    if (!mca_pml_gpuwire.peer_addr || !mca_pml_gpuwire.peer_addr_len) {
+    mca_pml_gpuwire.other = calloc(GW_PML_OTHER_JOBS_MAX, sizeof(opal_process_name_t));
+    if (!mca_pml_gpuwire.peer_addr || !mca_pml_gpuwire.peer_addr_len || !mca_pml_gpuwire.other) {
         mca_pml_gpuwire_close_engine();
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
@@ -173,7 +177,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_componen
     opal_progress_register(mca_pml_gpuwire_progress);
     mca_pml_gpuwire.progress_registered = true;
     PML_GPUWIRE_VERBOSE(2, "ready: process %u of %u, %s", mca_pml_gpuwire.my_peer,
-                        mca_pml_gpuwire.npeers, enable_mpi_threads ? "MPI_THREAD_MULTIPLE" : "single thread");
+                        mca_pml_gpuwire.world, enable_mpi_threads ? "MPI_THREAD_MULTIPLE" : "single thread");
     return OMPI_SUCCESS;
 }
 
@@ -247,7 +251,7 @@ static int stats_exchange(void)
     char title[96];
     stats_row(row);
     snprintf(title, sizeof(title), "pml:gpuwire: statistics of %u processes at finalize",
-             mca_pml_gpuwire.npeers);
+             mca_pml_gpuwire.world);
     const gw_stats_exchange_t x = {
         .key = "gpuwire.pml.stats",
         .title = title,
@@ -296,6 +300,9 @@ void mca_pml_gpuwire_close_engine(void)
     }
     free(mca_pml_gpuwire.peer_addr_len);
     mca_pml_gpuwire.peer_addr_len = NULL;
+    free(mca_pml_gpuwire.other);
+    mca_pml_gpuwire.other = NULL;
+    mca_pml_gpuwire.nother = 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -314,12 +321,15 @@ void mca_pml_gpuwire_close_engine(void)
  * ucx_glue/engine/reach.cpp. */
 static int pml_add_procs(struct ompi_proc_t **procs, size_t nprocs)
 {
-    const uint32_t me = mca_pml_gpuwire.my_peer, n = mca_pml_gpuwire.npeers;
+    const uint32_t me = mca_pml_gpuwire.my_peer, n = mca_pml_gpuwire.world;
     uint32_t pick[3] = {me, UINT32_MAX, UINT32_MAX}; /* self, next local, next remote */
     uint32_t dist[3] = {0, UINT32_MAX, UINT32_MAX};
     for (size_t i = 0; i < nprocs; ++i) {
         const ompi_proc_t *proc = procs[i];
-        if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) continue;
+        if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) {
+            (void)pml_gw_other_job_add(proc); /* without a number, its messages fail with one line */
+            continue;
+        }
         const uint32_t v = proc->super.proc_name.vpid;
         if (v == me || v >= n) continue;
         const uint32_t d = (v + n - me) % n;

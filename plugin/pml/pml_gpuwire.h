@@ -27,7 +27,12 @@ typedef struct {
     gw_engine_t *engine;
     opal_free_list_t requests;
     uint32_t my_peer;
-    uint32_t npeers;
+    uint32_t world;  /* processes of this job: peer numbers 0..world-1, their vpids */
+    uint32_t npeers; /* the engine's peers: world, then GW_PML_OTHER_JOBS_MAX more */
+    /* Processes of other jobs (MPI_Comm_spawn, MPI_Comm_connect/accept), in
+     * the order add_procs met them: peer number world + i is other[i]. */
+    opal_process_name_t *other;
+    uint32_t nother;
     int output;           /* opal_output stream for verbose messages */
     /* Worker addresses of the other processes, fetched from the modex on
      * first use and kept until finalize. */
@@ -36,6 +41,9 @@ typedef struct {
     bool progress_registered;
     bool closing; /* the engine is being torn down: no call may re-enter it */
 } mca_pml_gpuwire_module_t;
+
+/* How many processes of other jobs one process can reach. */
+#define GW_PML_OTHER_JOBS_MAX 1024u
 
 typedef struct {
     int priority;

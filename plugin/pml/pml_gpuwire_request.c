@@ -33,8 +33,10 @@ static inline mca_pml_gpuwire_request_t *from_gw(gw_request_t *g)
 
 /* Out of line and cold: its name buffer would give every send a stack
  * protector's canary (the build is hardened). */
-__attribute__((noinline, cold)) int pml_gw_peer_refused(ompi_communicator_t *comm, int rank)
+__attribute__((noinline, cold)) int pml_gw_peer_other_job(ompi_communicator_t *comm, int rank,
+                                                          const ompi_proc_t *proc, uint32_t *peer)
 {
+    if (pml_gw_other_job_peer(proc, peer)) return MPI_SUCCESS;
     /* Communicators made by MPI_Comm_spawn/connect have no name. */
     char name[64];
     if ('\0' != comm->c_name[0]) {

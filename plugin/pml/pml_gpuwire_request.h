@@ -77,8 +77,18 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req);
 /* pml_start: MPI_Start / MPI_Startall. */
 int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests);
 
-/* A rank of another job (MPI_Comm_spawn/connect): one line, the error. */
-int pml_gw_peer_refused(ompi_communicator_t *comm, int rank);
+/* The peer number of a rank of another job (MPI_Comm_spawn/connect), given
+ * when add_procs met its process; else one line and the error. */
+int pml_gw_peer_other_job(ompi_communicator_t *comm, int rank, const ompi_proc_t *proc,
+                          uint32_t *peer);
+/* The peer number add_procs gave a process of another job; false if none
+ * (pml_gpuwire_peers.c). */
+bool pml_gw_other_job_peer(const ompi_proc_t *proc, uint32_t *peer);
+/* Gives proc (of another job) the next peer number; an error when they
+ * are all taken. */
+int pml_gw_other_job_add(const ompi_proc_t *proc);
+/* The process behind a peer number; false for a number not given. */
+bool pml_gw_name_of_peer(uint32_t peer, opal_process_name_t *name);
 
 /* Translates (comm, rank) into the engine's process index. Inline: it is
  * part of every send. */
@@ -93,8 +103,8 @@ static inline int pml_gw_peer_index(ompi_communicator_t *comm, int rank, uint32_
     }
     *peer = proc->super.proc_name.vpid;
     if (OPAL_UNLIKELY(proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
-                      *peer >= mca_pml_gpuwire.npeers)) {
-        return pml_gw_peer_refused(comm, rank);
+                      *peer >= mca_pml_gpuwire.world)) {
+        return pml_gw_peer_other_job(comm, rank, proc, peer);
     }
     return MPI_SUCCESS;
 }
