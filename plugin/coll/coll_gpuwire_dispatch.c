@@ -70,13 +70,29 @@ static int any_rank(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *co
 /* Which processes of comm have the GPU layer open (GW_PEERS_*), asked of
  * all of them alike: those without a GPU ask too, which is what keeps a job
  * whose processes do not all see one from hanging. */
+/* Whether comm reaches processes of another job (MPI_Comm_spawn, connect):
+ * the same answer on every rank, whose group they all share. The GPU
+ * algorithms name processes by their rank in their own job (CUDA IPC
+ * mappings), so such a communicator stages every call on device memory. */
+static bool other_jobs(struct ompi_communicator_t *comm)
+{
+    const bool inter = OMPI_COMM_IS_INTER(comm);
+    const int n = inter ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    for (int r = 0; r < n; ++r) {
+        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        if (NULL == p || p->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) return true;
+    }
+    return false;
+}
+
 int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
 {
     if (!mca_coll_gpuwire.agree || NULL == m->previous_allreduce) {
         m->peers = GW_PEERS_UNASKED;
         return OMPI_SUCCESS;
     }
-    const bool ready = mca_coll_gpuwire.device_ready;
+    /* A communicator with processes of other jobs: as if some had no GPU. */
+    const bool ready = mca_coll_gpuwire.device_ready && !other_jobs(comm);
     int mine[2] = {ready, !ready}, any[2] = {0, 0};
     const int rc = any_rank(m, comm, mine, any, 2);
     if (OMPI_SUCCESS != rc) return rc;

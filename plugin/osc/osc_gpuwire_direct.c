@@ -28,6 +28,9 @@ static bool peer_on_node(void *ctx, int t, uint32_t *peer_id)
     gw_osc_module_t *m = ctx;
     ompi_proc_t *p = ompi_comm_peer_lookup(m->comm, t);
     if (p == NULL || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) return false;
+    /* A process of another job goes by message: CUDA IPC mappings name a
+     * peer by its rank in its own job (vpid), which another job repeats. */
+    if (p->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) return false;
     *peer_id = (uint32_t)p->super.proc_name.vpid;
     return true;
 }

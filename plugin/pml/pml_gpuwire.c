@@ -98,6 +98,7 @@ int mca_pml_gpuwire_open_engine(bool enable_mpi_threads, const mca_base_componen
     gw_engine_params_init(&p);
     p.my_peer = mca_pml_gpuwire.my_peer;
     p.npeers = mca_pml_gpuwire.npeers;
+    p.job_peers = mca_pml_gpuwire.world;
     p.thread_multiple = enable_mpi_threads;
     p.resolve_peer = resolve_peer;
     p.log = engine_log;

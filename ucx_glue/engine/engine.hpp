@@ -310,6 +310,11 @@ private:
     void free_abandoned();
     static XferSlot *slot_of_token(void *token);
     bool peer_local(uint32_t peer);
+    // A process of another job (gw_engine_params_t.job_peers).
+    bool other_job(uint32_t peer) const
+    {
+        return params_.job_peers != 0 && peer >= params_.job_peers;
+    }
     Protocol choose(uint32_t peer, const void *buf, size_t len, cuda::MemoryInfo &mi);
     int device_of(const void *buf, size_t len, bool *pinned = nullptr);
     bool pin_reused(const void *buf, size_t len, int device);

@@ -30,6 +30,8 @@ SendPath Engine::decide(uint32_t peer, const void *buf, size_t len, unsigned fla
     if (dev_ && len) {
         proto = choose(peer, buf, len, mi); // the one (cached) classification
         device = mi.device >= 0 ? mi.device : 0; // no single GPU named: GPU 0
+        if (proto != Protocol::host && other_job(peer)) [[unlikely]]
+            return SendPath::staged_whole; // a plain host message (engine.h, job_peers)
         if (proto == Protocol::ipc && peers_[peer].into_host && params_.shared_staging_host &&
             use_shared_staging(peer, len, device)) [[unlikely]] {
             // The receiver takes these into pageable host memory (its
@@ -469,7 +471,7 @@ ucs_status_t Engine::on_kind_hint(void *arg, const void *header, size_t header_l
 void Engine::hint_kind(uint32_t peer, uint32_t into)
 {
     if (!params_.shared_staging || !params_.shared_staging_host || peer >= peers_.size() ||
-        peer == params_.my_peer || !peer_local(peer))
+        peer == params_.my_peer || other_job(peer) || !peer_local(peer))
         return;
     bool &hinted = into == kHintIntoDevice ? peers_[peer].hinted_device : peers_[peer].hinted_host;
     if (hinted) return;

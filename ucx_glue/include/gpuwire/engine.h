@@ -103,6 +103,12 @@ enum { GW_LOG_ERROR = 0, GW_LOG_WARN = 1, GW_LOG_INFO = 5, GW_LOG_DEBUG = 10 };
 typedef struct {
     uint32_t my_peer;        /* this process's index */
     uint32_t npeers;         /* number of processes in the job */
+    /* Peers at or above this index are processes of other jobs (MPI_Comm_spawn,
+     * connect/accept; 0: none): the engine's own messages (CUDA IPC
+     * descriptors, chunked transfers, kind hints) name their sender by its
+     * index in its own job, so device bytes to such a peer go through host
+     * memory as a plain message and no hint goes to it. */
+    uint32_t job_peers;
     int thread_multiple;     /* nonzero: calls may come from several threads */
 
     /* Returns the UCX worker address of a peer (from the runtime's exchange);
