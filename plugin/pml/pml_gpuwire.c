@@ -75,7 +75,12 @@ static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *pe
     if (NULL == proc) return -1;
     if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
         proc->super.proc_name.vpid >= mca_pml_gpuwire.world) {
-        return pml_gw_other_job_peer(proc, peer) ? 0 : -1;
+        /* (A number at first use where add_procs gave none: Open MPI 5.) */
+        return pml_gw_other_job_peer(proc, peer) ||
+                       (OMPI_SUCCESS == pml_gw_other_job_add(proc) &&
+                        pml_gw_other_job_peer(proc, peer))
+                   ? 0
+                   : -1;
     }
     *peer = proc->super.proc_name.vpid;
     return 0;

@@ -1,8 +1,9 @@
 /*
  * Peer numbers of processes of other jobs (MPI_Comm_spawn,
- * MPI_Comm_connect/accept). Open MPI adds them with add_procs once their
- * addresses are in the modex, as this job's are; each gets the next number
- * after this job's vpids, up to GW_PML_OTHER_JOBS_MAX.
+ * MPI_Comm_connect/accept). Open MPI 4.1 adds them with add_procs once their
+ * addresses are in the modex, as this job's are; Open MPI 5 does not, and
+ * they get theirs at their first message. Each gets the next number after
+ * this job's vpids, up to GW_PML_OTHER_JOBS_MAX.
  */
 #include "pml_gpuwire.h"
 
