@@ -67,9 +67,6 @@ static int any_rank(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *co
                                  m->previous_allreduce_module);
 }
 
-/* Which processes of comm have the GPU layer open (GW_PEERS_*), asked of
- * all of them alike: those without a GPU ask too, which is what keeps a job
- * whose processes do not all see one from hanging. */
 /* Whether comm reaches processes of another job (MPI_Comm_spawn, connect):
  * the same answer on every rank, whose group they all share. The GPU
  * algorithms name processes by their rank in their own job (CUDA IPC
@@ -85,6 +82,9 @@ static bool other_jobs(struct ompi_communicator_t *comm)
     return false;
 }
 
+/* Which processes of comm have the GPU layer open (GW_PEERS_*), asked of
+ * all of them alike: those without a GPU ask too, which is what keeps a job
+ * whose processes do not all see one from hanging. */
 int gw_coll_learn_peers(mca_coll_gpuwire_module_t *m, struct ompi_communicator_t *comm)
 {
     if (!mca_coll_gpuwire.agree || NULL == m->previous_allreduce) {

@@ -75,12 +75,7 @@ static int peer_of_rank(void *ctx, uint32_t comm_ctx, int32_t rank, uint32_t *pe
     if (NULL == proc) return -1;
     if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid ||
         proc->super.proc_name.vpid >= mca_pml_gpuwire.world) {
-        /* (A number at first use where add_procs gave none: Open MPI 5.) */
-        return pml_gw_other_job_peer(proc, peer) ||
-                       (OMPI_SUCCESS == pml_gw_other_job_add(proc) &&
-                        pml_gw_other_job_peer(proc, peer))
-                   ? 0
-                   : -1;
+        return OMPI_SUCCESS == pml_gw_other_job_add(proc, peer) ? 0 : -1;
     }
     *peer = proc->super.proc_name.vpid;
     return 0;
@@ -333,7 +328,8 @@ static int pml_add_procs(struct ompi_proc_t **procs, size_t nprocs)
     for (size_t i = 0; i < nprocs; ++i) {
         const ompi_proc_t *proc = procs[i];
         if (proc->super.proc_name.jobid != OMPI_PROC_MY_NAME->jobid) {
-            (void)pml_gw_other_job_add(proc); /* without a number, its messages fail with one line */
+            uint32_t peer; /* without a number, its messages fail with one line */
+            (void)pml_gw_other_job_add(proc, &peer);
             continue;
         }
         const uint32_t v = proc->super.proc_name.vpid;

@@ -25,7 +25,8 @@ bool pml_gw_name_of_peer(uint32_t peer, opal_process_name_t *name)
     return true;
 }
 
-bool pml_gw_other_job_peer(const ompi_proc_t *proc, uint32_t *peer)
+/* The number proc already has. */
+static bool other_job_peer(const ompi_proc_t *proc, uint32_t *peer)
 {
 #ifdef OMPI_PROC_ENDPOINT_TAG_PML
     /* The number add_procs left in the process's PML slot, plus one. */
@@ -48,23 +49,23 @@ bool pml_gw_other_job_peer(const ompi_proc_t *proc, uint32_t *peer)
     return false;
 }
 
-int pml_gw_other_job_add(const ompi_proc_t *proc)
+int pml_gw_other_job_add(const ompi_proc_t *proc, uint32_t *peer)
 {
-    uint32_t peer;
+    if (other_job_peer(proc, peer)) return OMPI_SUCCESS;
     int rc = OMPI_SUCCESS;
     opal_mutex_lock(&other_lock);
-    if (!pml_gw_other_job_peer(proc, &peer)) {
+    if (!other_job_peer(proc, peer)) {
         const uint32_t n = mca_pml_gpuwire.nother;
         if (n < GW_PML_OTHER_JOBS_MAX) {
             mca_pml_gpuwire.other[n] = proc->super.proc_name;
+            *peer = mca_pml_gpuwire.world + n;
             __atomic_store_n(&mca_pml_gpuwire.nother, n + 1, __ATOMIC_RELEASE);
 #ifdef OMPI_PROC_ENDPOINT_TAG_PML
             __atomic_store_n(&((ompi_proc_t *)proc)->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_PML],
-                             (void *)(uintptr_t)(mca_pml_gpuwire.world + n + 1), __ATOMIC_RELEASE);
+                             (void *)(uintptr_t)(*peer + 1), __ATOMIC_RELEASE);
 #endif
             PML_GPUWIRE_VERBOSE(10, "process %u of another job: peer %u",
-                                (unsigned)proc->super.proc_name.vpid,
-                                (unsigned)(mca_pml_gpuwire.world + n));
+                                (unsigned)proc->super.proc_name.vpid, (unsigned)*peer);
         } else {
             rc = OMPI_ERR_OUT_OF_RESOURCE; /* its messages fail with one line */
         }
@@ -72,4 +73,3 @@ int pml_gw_other_job_add(const ompi_proc_t *proc)
     opal_mutex_unlock(&other_lock);
     return rc;
 }
-

@@ -36,11 +36,7 @@ static inline mca_pml_gpuwire_request_t *from_gw(gw_request_t *g)
 __attribute__((noinline, cold)) int pml_gw_peer_other_job(ompi_communicator_t *comm, int rank,
                                                           const ompi_proc_t *proc, uint32_t *peer)
 {
-    /* Open MPI 5 adds them without add_procs: a number at first use. */
-    if (pml_gw_other_job_peer(proc, peer) ||
-        (OMPI_SUCCESS == pml_gw_other_job_add(proc) && pml_gw_other_job_peer(proc, peer))) {
-        return MPI_SUCCESS;
-    }
+    if (OMPI_SUCCESS == pml_gw_other_job_add(proc, peer)) return MPI_SUCCESS;
     /* Communicators made by MPI_Comm_spawn/connect have no name. */
     char name[64];
     if ('\0' != comm->c_name[0]) {

@@ -77,16 +77,14 @@ int pml_gw_request_start(mca_pml_gpuwire_request_t *req);
 /* pml_start: MPI_Start / MPI_Startall. */
 int mca_pml_gpuwire_start(size_t count, ompi_request_t **requests);
 
-/* The peer number of a rank of another job (MPI_Comm_spawn/connect), given
- * when add_procs met its process; else one line and the error. */
+/* The peer number of a rank of another job (MPI_Comm_spawn/connect)
+ * (pml_gw_other_job_add); else one line and the error. */
 int pml_gw_peer_other_job(ompi_communicator_t *comm, int rank, const ompi_proc_t *proc,
                           uint32_t *peer);
-/* The peer number add_procs gave a process of another job; false if none
- * (pml_gpuwire_peers.c). */
-bool pml_gw_other_job_peer(const ompi_proc_t *proc, uint32_t *peer);
-/* Gives proc (of another job) the next peer number; an error when they
- * are all taken. */
-int pml_gw_other_job_add(const ompi_proc_t *proc);
+/* The peer number of proc (of another job; pml_gpuwire_peers.c), given now
+ * if it has none (Open MPI 5 adds such processes without add_procs); an
+ * error when they are all taken. */
+int pml_gw_other_job_add(const ompi_proc_t *proc, uint32_t *peer);
 /* The process behind a peer number; false for a number not given. */
 bool pml_gw_name_of_peer(uint32_t peer, opal_process_name_t *name);
 
